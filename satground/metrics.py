@@ -1,0 +1,56 @@
+"""Clustering accuracy (Hungarian matching) and board/cell accuracies.
+
+True labels enter these functions only to *report* numbers; no training path calls them
+with input-cell truth.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+
+def confusion_matrix(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
+    """counts[c, d] = how many items in cluster c have true class d (both 0-based)."""
+    clusters = np.asarray(clusters, dtype=np.int64).ravel()
+    labels = np.asarray(labels, dtype=np.int64).ravel()
+    counts = np.zeros((n_clusters, n_classes), dtype=np.int64)
+    np.add.at(counts, (clusters, labels), 1)
+    return counts
+
+
+def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
+    """mapping[c] = class matched to cluster c by the best one-to-one assignment."""
+    counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    mapping = np.full(n_clusters, -1, dtype=np.int64)
+    mapping[rows] = cols
+    return mapping
+
+
+def clustering_accuracy(clusters, labels, n_clusters: int, n_classes: int | None = None) -> float:
+    """Fraction of items whose cluster maps to their class under the best one-to-one matching."""
+    n_classes = n_clusters if n_classes is None else n_classes
+    counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    return float(counts[rows, cols].sum() / max(counts.sum(), 1))
+
+
+def board_metrics(pred: torch.Tensor, solution: torch.Tensor, is_input: torch.Tensor,
+                  valid: torch.Tensor) -> dict[str, float]:
+    """Accuracies of predicted digit grids.
+
+    pred, solution: (B, cells) digits; is_input: (B, cells) bool; valid: (B,) bool, whether
+    each predicted grid is a valid completed Sudoku agreeing with its givens' *predicted* digits
+    (the authors' count). Returns board accuracy (exact match), valid-grid rate, per-cell
+    accuracy over all cells, accuracy over non-input cells, and visual accuracy (input cells).
+    """
+    correct = pred == solution
+    is_input = is_input.bool()
+    return {
+        "board_accuracy": correct.all(dim=1).float().mean().item(),
+        "valid_grid_rate": valid.float().mean().item(),
+        "cell_accuracy": correct.float().mean().item(),
+        "output_cell_accuracy": correct[~is_input].float().mean().item(),
+        "visual_accuracy": correct[is_input].float().mean().item(),
+    }
