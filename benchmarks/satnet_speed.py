@@ -1,0 +1,127 @@
+"""Speed and memory of the SATNet layer at the 9x9 Sudoku size, per backend, in one run.
+
+    python benchmarks/satnet_speed.py                 # n=729 m=600 aux=300 batch 40
+    python benchmarks/satnet_speed.py --no-reference  # skip the slow pure-PyTorch oracle
+
+Prints seconds per batch for forward and forward+backward (median of --repeats), the speed-up
+over the reference measured in this same run, and the peak memory of forward+backward: the
+growth of the process's peak RSS on CPU (each backend measured in a fresh subprocess), or
+torch.cuda.max_memory_allocated on GPU, next to the O(B(nk + km)) and O(Bnm) sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+
+def sudoku_batch(batch: int, givens: int, generator: torch.Generator):
+    """Random one-hot givens in `givens` random cells of each 9x9 board (729 variables)."""
+    z = torch.zeros(batch, 81, 9)
+    is_input = torch.zeros(batch, 81, 9, dtype=torch.bool)
+    for b in range(batch):
+        cells = torch.randperm(81, generator=generator)[:givens]
+        digits = torch.randint(9, (givens,), generator=generator)
+        z[b, cells, digits] = 1.0
+        is_input[b, cells] = True
+    return z.view(batch, 729), is_input.view(batch, 729)
+
+
+def time_backend(backend: str, args) -> dict:
+    from satground.satnet import SATNet
+
+    device = torch.device("cuda" if backend == "gpu" else "cpu")
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps,
+                   backend=backend).to(device)
+    z, is_input = sudoku_batch(args.batch, args.givens, gen)
+    z, is_input = z.to(device), is_input.to(device)
+    repeats = 1 if backend == "reference" else args.repeats
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    # warm-up: numba compiles (or loads its cache), Triton compiles, BLAS spins up
+    out = layer(z.requires_grad_(), is_input)
+    out.sum().backward()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    fwd, both = [], []
+    for _ in range(repeats):
+        zz = z.detach().requires_grad_()
+        sync()
+        t0 = time.perf_counter()
+        out = layer(zz, is_input)
+        sync()
+        t1 = time.perf_counter()
+        (out * torch.linspace(-1, 1, 729, device=device)).sum().backward()
+        sync()
+        t2 = time.perf_counter()
+        fwd.append(t1 - t0)
+        both.append(t2 - t0)
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    else:  # ru_maxrss is in KiB on Linux; growth after the warm-up pass
+        peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+    return {"backend": backend, "forward_s": statistics.median(fwd),
+            "forward_backward_s": statistics.median(both), "peak_mib": peak,
+            "threads": torch.get_num_threads()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--givens", type=int, default=36)
+    parser.add_argument("--m", type=int, default=600)
+    parser.add_argument("--aux", type=int, default=300)
+    parser.add_argument("--max-iter", type=int, default=40)
+    parser.add_argument("--eps", type=float, default=1e-4,
+                        help="forward stopping rule; 0 runs all max_iter sweeps")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: time one backend, print JSON
+    args = parser.parse_args()
+
+    if args.one:
+        print(json.dumps(time_backend(args.one, args)))
+        return
+
+    backends = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
+    if not args.no_reference:
+        backends.append("reference")
+    n_vars = 729 + 1 + args.aux
+    k = 32
+    print(f"SATNet n=729 m={args.m} aux={args.aux} batch={args.batch} givens={args.givens} "
+          f"max_iter={args.max_iter} eps={args.eps} k={k}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    results = []
+    for backend in backends:
+        # a fresh process per backend, so the peak-RSS growth is that backend's alone
+        cmd = [sys.executable, __file__, "--one", backend] + [
+            f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items()
+            if name not in ("one", "no_reference")]
+        line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(line.strip().splitlines()[-1]))
+    reference = next((r for r in results if r["backend"] == "reference"), None)
+    small = args.batch * (n_vars * k + k * args.m) * 4 / 2**20
+    large = args.batch * n_vars * args.m * 4 / 2**20
+    print(f"{'backend':<10} {'forward s':>10} {'fwd+bwd s':>10} {'speed-up':>9} {'peak MiB':>9}")
+    for r in results:
+        speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:8.1f}x"
+                   if reference else "      n/a")
+        print(f"{r['backend']:<10} {r['forward_s']:10.3f} {r['forward_backward_s']:10.3f} "
+              f"{speedup:>9} {r['peak_mib']:9.1f}")
+    print(f"memory scale: B(Nk + km) floats = {small:.1f} MiB; B N m floats = {large:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The SATNet layer (Wang, Donti, Wilder & Kolter, ICML 2019) with the published interface.
+
+A low-rank SDP relaxation of MAXSAT solved by the mixing method. Variables are unit vectors
+in R^k: v_0 is the truth direction (fixed to e_0), then the n problem variables, then `aux`
+auxiliary ones. Inputs are fixed to v_i = -cos(pi z_i) e_0 + sign * sin(pi z_i) e_1; the free
+variables are found by coordinate descent, and the output is z_i = arccos(-v_i . v_0) / pi.
+
+The backward pass differentiates the fixed point implicitly (see `MixingFunction.backward`).
+The coordinate-descent loops live in interchangeable backends (reference PyTorch, numba CPU,
+Triton GPU); everything around them (initialisation, outputs, gradients of S and z) is here,
+shared, so the backends differ only in how fast they run those loops.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import reference
+
+BACKENDS = ("auto", "reference", "cpu", "gpu")
+
+
+def _backend(name: str, device: torch.device):
+    """The module implementing mix_forward / mix_backward for this device."""
+    if name == "auto":
+        name = "gpu" if device.type == "cuda" else "cpu" if device.type == "cpu" else "reference"
+    if name == "reference":
+        return reference
+    if name == "cpu":
+        from . import cpu
+        return cpu
+    if name == "gpu":
+        from . import gpu
+        return gpu
+    raise ValueError(f"SATNet backend must be one of {BACKENDS}, got {name!r}")
+
+
+def init_vectors(z_all, is_input_all, k: int, generator=None):
+    """Random unit vectors for free variables; the fixed embedding for inputs (and truth).
+
+    Returns V (B, N, k) and sign (B, N): the sign of each input vector's e_1 part, kept from the
+    random draw as the published code does.
+    """
+    B, N = z_all.shape
+    draw_on = generator.device if generator is not None else z_all.device
+    V = torch.randn(B, N, k, dtype=z_all.dtype, device=draw_on, generator=generator)
+    V = V.to(z_all.device)
+    V = V / V.norm(dim=2, keepdim=True)
+    sign = torch.where(V[:, :, 1] >= 0, 1.0, -1.0).to(z_all.dtype)
+    fixed = torch.zeros_like(V)
+    fixed[:, :, 0] = -torch.cos(math.pi * z_all)
+    fixed[:, :, 1] = sign * torch.sin(math.pi * z_all)
+    return torch.where(is_input_all[:, :, None], fixed, V), sign
+
+
+class MixingFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator):
+        B, n = z.shape
+        N = S.shape[0]
+        # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
+        z_all = torch.zeros(B, N, dtype=S.dtype, device=S.device)
+        z_all[:, 0] = 1.0
+        z_all[:, 1:n + 1] = z.to(S.dtype)
+        fixed = torch.zeros(B, N, dtype=torch.bool, device=S.device)
+        fixed[:, 0] = True
+        fixed[:, 1:n + 1] = is_input
+        free = ~fixed
+
+        V, sign = init_vectors(z_all, fixed, k, generator)
+        draw_on = generator.device if generator is not None else S.device
+        order = torch.randperm(N, generator=generator, device=draw_on).to(S.device)
+        backend = _backend(backend_name, S.device)
+        V, gnrm, iters = backend.mix_forward(S.detach(), V, free, order, max_iter, eps)
+
+        # v_0 = e_0, so -v_i . v_0 = -V[:, i, 0]; inputs pass through exactly
+        z_out = torch.acos((-V[:, 1:n + 1, 0]).clamp(-1.0, 1.0)) / math.pi
+        z_out = torch.where(is_input, z.to(S.dtype), z_out)
+
+        ctx.save_for_backward(S, V, gnrm, free, order, iters, z_all, sign)
+        ctx.prox_lam = prox_lam
+        ctx.backend = backend
+        ctx.n = n
+        return z_out.to(z.dtype)
+
+    @staticmethod
+    def backward(ctx, dz):
+        S, V, gnrm, free, order, iters, z_all, sign = ctx.saved_tensors
+        n = ctx.n
+        B, N, k = V.shape
+        dz = dz.to(S.dtype)
+
+        # dL/dv_i for free outputs, projected on the tangent of v_i. Writing v_i = (c, s u)
+        # with u a unit vector, z_i = arccos(-c)/pi grows at rate 1/pi along the unit tangent
+        # (s, -c u); using it directly avoids dividing by sin(pi z_i), which is 0 in float32
+        # once an output is confident.
+        v = V[:, 1:n + 1]
+        c = v[:, :, :1]
+        perp = v[:, :, 1:]
+        s = perp.norm(dim=2, keepdim=True)
+        tangent = torch.cat([s, -c * perp / s.clamp_min(1e-30)], dim=2)
+        a = torch.zeros_like(V)
+        a[:, 1:n + 1] = (dz / math.pi)[:, :, None] * tangent
+        a = a * free[:, :, None]
+
+        U = ctx.backend.mix_backward(S, V, gnrm, free, order, iters, ctx.prox_lam, a)
+
+        # Phi = U^T S and Omega = V^T S per sample (k x m); dS_i = -(U_i Omega + v_i Phi)
+        Phi = torch.einsum("bnk,nm->bkm", U, S)
+        Omega = torch.einsum("bnk,nm->bkm", V, S)
+
+        # dL/dz at inputs: v_i = (-cos pi z, sign sin pi z, 0..), dv/dz = pi (sin, sign cos)
+        # and dL/dv_i = -(Phi s_i) for a fixed variable; plus the unchanged pass-through.
+        phi_s = torch.einsum("bcm,nm->bcn", Phi[:, :2], S[1:n + 1])  # (B, 2, n)
+        zi = z_all[:, 1:n + 1]
+        dz_in = -math.pi * (phi_s[:, 0] * torch.sin(math.pi * zi)
+                            + sign[:, 1:n + 1] * phi_s[:, 1] * torch.cos(math.pi * zi))
+        dz_in = torch.where(free[:, 1:n + 1], 0.0, dz_in + dz)
+
+        # a sample whose fixed point is degenerate gives zero gradient, never NaN (published safety)
+        bad = ~torch.isfinite(U).all(dim=2).all(dim=1) | ~torch.isfinite(dz_in).all(dim=1)
+        bad |= ((gnrm < 1e-12) & free).any(dim=1)
+        keep = (~bad).to(S.dtype)
+        U = torch.nan_to_num(U) * keep[:, None, None]
+        Phi = torch.nan_to_num(Phi) * keep[:, None, None]
+        dz_in = torch.nan_to_num(dz_in) * keep[:, None]
+
+        # one GEMM over the batch: no (B, N, m) intermediate
+        dS = -(U.permute(1, 0, 2).reshape(N, B * k) @ Omega.reshape(B * k, -1)
+               + V.permute(1, 0, 2).reshape(N, B * k) @ Phi.reshape(B * k, -1))
+        return dS, dz_in, None, None, None, None, None, None, None
+
+
+class SATNet(nn.Module):
+    """Differentiable MAXSAT layer, interface of the published `satnet.SATNet`.
+
+    n: problem variables; m: clauses; aux: auxiliary variables; max_iter / eps: forward
+    stopping rule (eps relative to the first sweep's decrease); prox_lam: diagonal added in the
+    backward solve; weight_normalize: the published init scaling. zero_input_outputs: return 0
+    at input positions (the ungrounded model, Appendix B: values elsewhere and gradients into S
+    are the same; input predictions then come from the classifier). backend: "auto" (numba on
+    CPU, Triton on CUDA), "reference", "cpu" or "gpu". k: vector rank (the published code: 32).
+    """
+
+    def __init__(self, n, m, aux=0, max_iter=40, eps=1e-4, prox_lam=1e-2, weight_normalize=True,
+                 zero_input_outputs=False, backend="auto", k=32):
+        super().__init__()
+        if n < 1 or m < 1 or aux < 0 or max_iter < 1 or eps < 0 or prox_lam < 0 or k < 2:
+            raise ValueError(f"SATNet: invalid sizes n={n} m={m} aux={aux} max_iter={max_iter} "
+                             f"eps={eps} prox_lam={prox_lam} k={k}")
+        if backend not in BACKENDS:
+            raise ValueError(f"SATNet backend must be one of {BACKENDS}, got {backend!r}")
+        self.n, self.m, self.aux, self.k = n, m, aux, k
+        self.max_iter, self.eps, self.prox_lam = max_iter, eps, prox_lam
+        self.zero_input_outputs = zero_input_outputs
+        self.backend = backend
+        N = n + 1 + aux
+        S = torch.randn(N, m)
+        if weight_normalize:
+            S = S * math.sqrt(0.5 / (N + m))
+        self.S = nn.Parameter(S)
+
+    def forward(self, z, is_input, generator=None):
+        if z.dim() != 2 or z.shape[1] != self.n or is_input.shape != z.shape:
+            raise ValueError(f"SATNet expects z and is_input of shape (B, {self.n}), "
+                             f"got {tuple(z.shape)} and {tuple(is_input.shape)}")
+        is_input = is_input.bool()
+        out = MixingFunction.apply(self.S, z.clamp(0.0, 1.0), is_input, self.max_iter, self.eps,
+                                   self.prox_lam, self.k, self.backend, generator)
+        if self.zero_input_outputs:
+            out = torch.where(is_input, torch.zeros_like(out), out)
+        return out
+
+    def extra_repr(self):
+        return (f"n={self.n}, m={self.m}, aux={self.aux}, max_iter={self.max_iter}, "
+                f"eps={self.eps}, prox_lam={self.prox_lam}, backend={self.backend!r}")

@@ -1,0 +1,170 @@
+"""The SATNet layer: gradients against finite differences, backends against the reference,
+pass-through of inputs, the published safety and stopping rules, and that it learns 4x4 Sudoku."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from satground.satnet import SATNet
+
+
+def run(layer, z, is_input, seed=1):
+    """The forward is random (init, order, input signs): seed every call alike."""
+    return layer(z, is_input, generator=torch.Generator().manual_seed(seed))
+
+
+def random_problem(n, batch, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.rand(batch, n, generator=g, dtype=dtype)
+    is_input = torch.rand(batch, n, generator=g) < 0.4
+    weights = torch.randn(batch, n, generator=g, dtype=dtype)
+    return z, is_input, weights
+
+
+def layer_pair(backend, n, m, aux, dtype, **kw):
+    torch.manual_seed(0)
+    ref = SATNet(n, m, aux, backend="reference", **kw).to(dtype)
+    other = SATNet(n, m, aux, backend=backend, **kw).to(dtype)
+    other.load_state_dict(ref.state_dict())
+    return ref, other
+
+
+def value_and_grads(layer, z, is_input, weights):
+    z = z.clone().requires_grad_()
+    layer.zero_grad()
+    out = run(layer, z, is_input)
+    (out * weights).sum().backward()
+    return out.detach(), layer.S.grad.clone(), z.grad.clone()
+
+
+@pytest.mark.parametrize("backend,seed", [("reference", 1), ("cpu", 0), ("cpu", 2), ("cpu", 3)])
+def test_gradients_match_central_finite_differences(backend, seed):
+    # Converged forward (prox_lam=0, tiny eps): implicit differentiation is then exact. Double
+    # precision; the numba backend (equal to the reference to 1e-10, tested below) runs the
+    # thousands of sweeps of the extra seeds quickly.
+    torch.manual_seed(seed)
+    n, m, aux = 10, 12, 2
+    layer = SATNet(n, m, aux, max_iter=2000, eps=1e-14, prox_lam=0.0, backend=backend).double()
+    z, is_input, w = random_problem(n, 3, seed)
+    is_input[:, 0] = True  # at least one input per sample
+    _, dS, dz = value_and_grads(layer, z, is_input, w)
+    loss = lambda zz: (run(layer, zz, is_input) * w).sum().item()  # noqa: E731
+    h = 1e-6
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _ in range(6):
+            i, j = torch.randint(layer.S.shape[0], (1,), generator=g).item(), \
+                torch.randint(m, (1,), generator=g).item()
+            layer.S[i, j] += h
+            plus = loss(z)
+            layer.S[i, j] -= 2 * h
+            minus = loss(z)
+            layer.S[i, j] += h
+            assert dS[i, j].item() == pytest.approx((plus - minus) / (2 * h), rel=2e-3, abs=1e-5)
+        for b, i in is_input.nonzero().tolist()[:6]:
+            zp, zm = z.clone(), z.clone()
+            zp[b, i] += h
+            zm[b, i] -= h
+            assert dz[b, i].item() == pytest.approx((loss(zp) - loss(zm)) / (2 * h), rel=2e-3, abs=1e-5)
+    assert (dz[~is_input] == 0).all()  # outputs are not inputs: no gradient to their z
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-3)])
+def test_cpu_backend_matches_reference(dtype, tol):
+    ref, cpu = layer_pair("cpu", 40, 48, 10, dtype, max_iter=30)
+    z, is_input, w = random_problem(40, 6, 0, dtype)
+    for a, b in zip(value_and_grads(ref, z, is_input, w), value_and_grads(cpu, z, is_input, w)):
+        assert torch.allclose(a, b, atol=tol * max(1.0, a.abs().max().item()), rtol=0)
+
+
+def test_cpu_backend_matches_reference_with_early_stopping():
+    ref, cpu = layer_pair("cpu", 30, 40, 8, torch.float64, max_iter=200, eps=1e-3)
+    z, is_input, w = random_problem(30, 5, 3)
+    for a, b in zip(value_and_grads(ref, z, is_input, w), value_and_grads(cpu, z, is_input, w)):
+        assert torch.allclose(a, b, atol=1e-9)
+
+
+def test_gpu_backend_matches_reference_in_triton_interpreter():
+    """The Triton kernels, run by Triton's CPU interpreter (no GPU needed)."""
+    pytest.importorskip("triton")
+    code = (
+        "import torch, sys\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from test_satnet import layer_pair, random_problem, value_and_grads\n"
+        "ref, gpu = layer_pair('gpu', 6, 8, 2, torch.float64, max_iter=4)\n"
+        "z, inp, w = random_problem(6, 2, 0)\n"
+        "err = max((a - b).abs().max().item() for a, b in zip(value_and_grads(ref, z, inp, w),"
+        " value_and_grads(gpu, z, inp, w)))\n"
+        "print(err)\n")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) < 1e-10
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_inputs_pass_through_and_can_be_zeroed(backend):
+    torch.manual_seed(0)
+    layer = SATNet(20, 24, 4, backend=backend)
+    z, is_input, _ = random_problem(20, 4, 0, torch.float32)
+    out = run(layer, z, is_input)
+    assert torch.equal(out[is_input], z[is_input])
+    assert ((out >= 0) & (out <= 1)).all()
+    layer.zero_input_outputs = True
+    zeroed = run(layer, z, is_input)
+    assert (zeroed[is_input] == 0).all()
+    assert torch.equal(zeroed[~is_input], out[~is_input])  # only gradients differ, not values
+
+
+def test_degenerate_sample_gets_zero_gradient_not_nan():
+    torch.manual_seed(0)
+    layer = SATNet(10, 12, 2, backend="cpu")
+    z, is_input, _ = random_problem(10, 3, 0, torch.float32)
+    z.requires_grad_()
+    out = run(layer, z, is_input)
+    upstream = torch.ones_like(out)
+    upstream[1, ~is_input[1]] = float("nan")  # a poisoned sample
+    out.backward(upstream)
+    assert torch.isfinite(layer.S.grad).all() and torch.isfinite(z.grad).all()
+    assert (z.grad[1] == 0).all() and (z.grad[0] != 0).any()
+
+
+def test_invalid_arguments_are_rejected():
+    with pytest.raises(ValueError, match="m=0"):
+        SATNet(10, 0)
+    with pytest.raises(ValueError, match="backend"):
+        SATNet(10, 5, backend="fortran")
+    with pytest.raises(ValueError, match=r"\(B, 10\)"):
+        SATNet(10, 5)(torch.zeros(2, 9), torch.zeros(2, 9))
+
+
+def test_learns_4x4_sudoku():
+    """The layer alone learns the rules of 4x4 Sudoku from solved examples (n = 16 cells x 4)."""
+    from satground.data import onehot
+    from satground.sudoku import generate_puzzles
+
+    def encode(puzzles, solutions):
+        puzzles, solutions = torch.as_tensor(puzzles).long(), torch.as_tensor(solutions).long()
+        is_input = (puzzles > 0).repeat_interleave(4, dim=1)
+        return onehot(puzzles, 4), is_input, onehot(solutions, 4), solutions
+
+    puzzles, solutions = generate_puzzles(500, 2, seed=0)
+    z, is_input, y, _ = encode(puzzles[:400], solutions[:400])
+    z_test, is_input_test, _, solution_test = encode(puzzles[400:], solutions[400:])
+    torch.manual_seed(0)
+    layer = SATNet(64, 100, 40, max_iter=20, backend="cpu")
+    optimizer = torch.optim.Adam(layer.parameters(), lr=2e-2)
+    for _ in range(3):
+        for idx in torch.randperm(400).split(40):
+            loss = F.binary_cross_entropy(layer(z[idx], is_input[idx]), y[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        pred = layer(z_test, is_input_test).view(-1, 16, 4).argmax(-1) + 1
+    board_accuracy = (pred == solution_test).all(dim=1).float().mean().item()
+    assert board_accuracy >= 0.99
