@@ -1,0 +1,273 @@
+"""Visual Sudoku boards: building, saving and loading the `prepare` stage's artifacts.
+
+Files under the prepared root (K = board_size**2 digits, C = board_size**4 cells):
+
+    {split}.pt            the ungrounded view, the only board file training code reads:
+                          board_size, images uint8 (P, 28, 28) (the split's shuffled image pool),
+                          cell_image int64 (N, C) (pool index at given cells, -1 at blanks),
+                          is_input bool (N, C), labels uint8 (N, C) (solution digit at non-input
+                          cells, 0 at input cells: the input labels are not in this file at all)
+    {split}_grounded.pt   {"labels": uint8 (N, C)}: the full solution
+    {split}_truth.pt      {"input_labels": uint8 (N, C), "image_labels": uint8 (P,)}: the true
+                          digit of every input cell and pool image, for evaluation only
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .io import PipelineError, atomic_write, load_torch
+
+SPLITS = ("train", "test")
+
+
+@dataclass
+class Boards:
+    board_size: int
+    images: torch.Tensor      # uint8 (P, 28, 28)
+    cell_image: torch.Tensor  # int64 (N, C), -1 at blank cells
+    is_input: torch.Tensor    # bool (N, C)
+    labels: torch.Tensor      # uint8 (N, C); 0 at input cells in the ungrounded view
+
+    @property
+    def n_digits(self) -> int:
+        return self.board_size ** 2
+
+    @property
+    def n_cells(self) -> int:
+        return self.board_size ** 4
+
+    def __len__(self) -> int:
+        return len(self.cell_image)
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+
+def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, test_fraction: float,
+                      seed: int) -> dict:
+    """Split the images of digits 1..K into disjoint train/test pools.
+
+    Byte-identical images are kept once, so no image can land in both pools. Within each digit
+    a `test_fraction` share goes to the test pool. Each pool is shuffled, so an image's index
+    says nothing about its digit. Returns {split: (images uint8 (P, 28, 28), labels uint8 (P,))}.
+    """
+    K = board_size ** 2
+    keep = (labels >= 1) & (labels <= K)
+    images, labels = images[keep], labels[keep]
+    _, first = np.unique(images.reshape(len(images), -1), axis=0, return_index=True)
+    first = np.sort(first)
+    images, labels = images[first], labels[first]
+
+    rng = np.random.default_rng(seed)
+    chosen = {split: [] for split in SPLITS}
+    for digit in range(1, K + 1):
+        idx = rng.permutation(np.flatnonzero(labels == digit))
+        n_test = int(round(test_fraction * len(idx)))
+        if n_test == 0 or n_test == len(idx):
+            raise PipelineError(f"params.yaml: 'data.test_image_fraction' = {test_fraction} leaves digit "
+                                f"{digit} ({len(idx)} images) without train or test images")
+        chosen["test"].append(idx[:n_test])
+        chosen["train"].append(idx[n_test:])
+    pools = {}
+    for split in SPLITS:
+        idx = rng.permutation(np.concatenate(chosen[split]))
+        pools[split] = (images[idx], labels[idx])
+    return pools
+
+
+def build_visual_boards(puzzles: np.ndarray, solutions: np.ndarray, images: np.ndarray,
+                        labels: np.ndarray, board_size: int, seed: int) -> Boards:
+    """Boards whose given cells show a random pool image of their digit (grounded view).
+
+    images/labels: the split's pool (from split_image_pools). Returns Boards with the pool as
+    `images` and the full solution as `labels`.
+    """
+    K = board_size ** 2
+    rng = np.random.default_rng(seed)
+    is_input = puzzles != 0
+    cell_image = np.full(puzzles.shape, -1, np.int64)
+    for digit in range(1, K + 1):
+        candidates = np.flatnonzero(labels == digit)
+        cells = puzzles == digit
+        if cells.any() and len(candidates) == 0:
+            raise PipelineError(f"no image of digit {digit} in the image pool")
+        cell_image[cells] = rng.choice(candidates, size=int(cells.sum()))
+    return Boards(board_size, torch.from_numpy(np.ascontiguousarray(images, np.uint8)),
+                  torch.from_numpy(cell_image), torch.from_numpy(is_input),
+                  torch.from_numpy(solutions.astype(np.uint8)))
+
+
+def boards_from_given_images(puzzles: np.ndarray, solutions: np.ndarray, given_images: np.ndarray,
+                             positions: np.ndarray, board_size: int, seed: int):
+    """Boards that come with their own images (the published dataset): the pool is the split's
+    distinct given-cell images, shuffled. Returns (Boards grounded view, pool labels uint8 (P,))."""
+    flat = given_images.reshape(len(given_images), -1)
+    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+    order = np.random.default_rng(seed).permutation(len(first))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))  # unique image u lands at pool index rank[u]
+    pool = given_images[first[order]]
+    pool_labels = puzzles[positions[first[order], 0], positions[first[order], 1]].astype(np.uint8)
+    cell_image = np.full(puzzles.shape, -1, np.int64)
+    cell_image[positions[:, 0], positions[:, 1]] = rank[inverse.reshape(-1)]
+    boards = Boards(board_size, torch.from_numpy(np.ascontiguousarray(pool)), torch.from_numpy(cell_image),
+                    torch.from_numpy(puzzles != 0), torch.from_numpy(solutions.astype(np.uint8)))
+    return boards, pool_labels
+
+
+def split_files(split: str, boards: Boards, image_labels: np.ndarray) -> dict:
+    """The three files of one split: {file name: object to save}. `boards` is the grounded view."""
+    is_input = boards.is_input
+    full = boards.labels
+    zero = torch.zeros_like(full)
+    return {
+        f"{split}.pt": {
+            "board_size": int(boards.board_size),
+            "images": boards.images.contiguous(),
+            "cell_image": boards.cell_image.contiguous(),
+            "is_input": is_input.contiguous(),
+            # a new tensor holding only the output-cell digits: the input labels are not stored
+            "labels": torch.where(is_input, zero, full).contiguous(),
+        },
+        f"{split}_grounded.pt": {"labels": full.clone()},
+        f"{split}_truth.pt": {
+            "input_labels": torch.where(is_input, full, zero).contiguous(),
+            "image_labels": torch.from_numpy(np.ascontiguousarray(image_labels, np.uint8)),
+        },
+    }
+
+
+def save_prepared(root, files: dict) -> None:
+    """Write every {file name: object} under `root`: all to temporary files first, then rename
+    them together, so an error leaves none of them (old or half-written) mixed in.
+
+    torch.save goes through a file object: with a path it names the zip's inner folder after
+    the file, and the bytes would then depend on the temporary name.
+    """
+    root = Path(root)
+    with contextlib.ExitStack() as stack:
+        for name, obj in files.items():
+            tmp = stack.enter_context(atomic_write(root / name))
+            with open(tmp, "wb") as f:
+                torch.save(obj, f)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _check(cond: bool, path, problem: str) -> None:
+    if not cond:
+        raise PipelineError(f"{path}: {problem}")
+
+
+def _check_tensor(obj: dict, key: str, dtype, shape, path) -> torch.Tensor:
+    _check(isinstance(obj, dict) and key in obj, path, f"missing '{key}'")
+    t = obj[key]
+    _check(isinstance(t, torch.Tensor) and t.dtype == dtype, path, f"'{key}' must be a {dtype} tensor")
+    _check(t.dim() == len(shape) and all(s is None or s == n for s, n in zip(shape, t.shape)),
+           path, f"'{key}' has shape {tuple(t.shape)}, expected {tuple('*' if s is None else s for s in shape)}")
+    return t
+
+
+def load_boards(root, split: str, view: str = "ungrounded") -> Boards:
+    """Load one split's boards. view 'ungrounded': labels 0 at input cells (as stored);
+    'grounded': labels = the full solution, from {split}_grounded.pt."""
+    if view not in ("ungrounded", "grounded"):
+        raise PipelineError(f"view must be 'ungrounded' or 'grounded', got {view!r}")
+    path = Path(root) / f"{split}.pt"
+    obj = load_torch(path, f"{split} boards")
+    _check(isinstance(obj, dict) and isinstance(obj.get("board_size"), int) and obj["board_size"] in (2, 3),
+           path, "'board_size' must be 2 or 3")
+    board_size = obj["board_size"]
+    C, K = board_size ** 4, board_size ** 2
+    images = _check_tensor(obj, "images", torch.uint8, (None, 28, 28), path)
+    cell_image = _check_tensor(obj, "cell_image", torch.int64, (None, C), path)
+    N = len(cell_image)
+    is_input = _check_tensor(obj, "is_input", torch.bool, (N, C), path)
+    labels = _check_tensor(obj, "labels", torch.uint8, (N, C), path)
+    _check(bool(((cell_image >= 0) == is_input).all()), path, "cell_image must be -1 exactly at blank cells")
+    _check(bool((cell_image < len(images)).all()), path, "cell_image points past the image pool")
+    _check(bool((labels[is_input] == 0).all()), path, "labels at input cells must be 0 (ungrounded view)")
+    _check(bool(((labels[~is_input] >= 1) & (labels[~is_input] <= K)).all()), path,
+           f"labels at blank cells must be 1..{K}")
+    if view == "grounded":
+        gpath = Path(root) / f"{split}_grounded.pt"
+        labels = _check_tensor(load_torch(gpath, f"{split} grounded labels"), "labels", torch.uint8, (N, C), gpath)
+        _check(bool(((labels >= 1) & (labels <= K)).all()), gpath, f"labels must be 1..{K}")
+        _check(bool((labels[~is_input] == obj["labels"][~is_input]).all()), gpath,
+               f"labels disagree with {path.name} at blank cells")
+    return Boards(board_size, images, cell_image, is_input, labels)
+
+
+def load_truth(root, split: str) -> dict:
+    """{split}_truth.pt: {"input_labels": uint8 (N, C), "image_labels": uint8 (P,)}; evaluation only."""
+    path = Path(root) / f"{split}_truth.pt"
+    obj = load_torch(path, f"{split} evaluation truth")
+    _check_tensor(obj, "input_labels", torch.uint8, (None, None), path)
+    _check_tensor(obj, "image_labels", torch.uint8, (None,), path)
+    return obj
+
+
+def given_image_indices(boards: Boards) -> torch.Tensor:
+    """Sorted distinct pool indices shown in given cells (LongTensor)."""
+    return torch.unique(boards.cell_image[boards.is_input])
+
+
+def onehot(labels: torch.Tensor, n_digits: int) -> torch.Tensor:
+    """(N, C) digits in 0..K -> float (N, C*K) one-hot per cell; label 0 gives an all-zero block."""
+    labels = labels.long()
+    out = torch.zeros(*labels.shape, n_digits + 1)
+    out.scatter_(-1, labels.unsqueeze(-1), 1.0)
+    return out[..., 1:].reshape(len(labels), -1)
+
+
+def var_mask(is_input: torch.Tensor, n_digits: int) -> torch.Tensor:
+    """(N, C) cell mask -> bool (N, C*K): every one-hot variable of a masked cell."""
+    return is_input.bool().repeat_interleave(n_digits, dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# picture
+
+
+def plot_boards(boards: Boards, n_boards: int = 4):
+    """Figure of the first boards: given cells show their image, blank cells the solution digit
+    faintly (boards must be the grounded view)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    K, n = boards.n_digits, boards.board_size
+    n_boards = min(n_boards, len(boards))
+    cols = min(n_boards, 2)
+    rows = (n_boards + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+    for b, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if b >= n_boards:
+            continue
+        canvas = np.zeros((K * 28, K * 28), np.uint8)
+        for c in range(K * K):
+            r, q = divmod(c, K)
+            if boards.is_input[b, c]:
+                canvas[r * 28:(r + 1) * 28, q * 28:(q + 1) * 28] = boards.images[boards.cell_image[b, c]].numpy()
+            else:
+                ax.text(q * 28 + 14, r * 28 + 14, str(int(boards.labels[b, c])), color="0.55",
+                        ha="center", va="center", fontsize=7 if K == 9 else 14)
+        ax.imshow(255 - canvas, cmap="gray", vmin=0, vmax=255)
+        for i in range(K + 1):
+            width = 1.6 if i % n == 0 else 0.4
+            ax.axhline(i * 28 - 0.5, color="k", lw=width)
+            ax.axvline(i * 28 - 0.5, color="k", lw=width)
+        ax.set_title(f"board {b}: {int(boards.is_input[b].sum())} givens", fontsize=9)
+    fig.suptitle("Training boards: given cells show MNIST images; grey digits are the hidden solution",
+                 fontsize=9)
+    return fig

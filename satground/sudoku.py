@@ -1,0 +1,467 @@
+"""Sudoku puzzles: generation with a unique solution, exact solving, dataset readers.
+
+A board of box size n (`board_size`, 3 for 9x9, 2 for 4x4) has K = n*n digits and C = K*K
+cells, stored row-major as a uint8 vector of length C: 1..K for a digit, 0 for a blank cell.
+
+The solver is a bitmask depth-first search that always branches on the empty cell with the
+fewest candidates, compiled with numba. Generation takes a random full grid (the same search
+with random candidate order) and removes cells in random order while the puzzle keeps exactly
+one solution, until it reaches a target number of givens drawn per puzzle.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+
+from .io import PipelineError
+
+# Number of givens in the published SATNet dataset (Wang et al. 2019): 36.2 of 81 on average.
+# Other board sizes keep the same fraction of given cells.
+PUBLISHED_GIVENS_FRACTION = 36.2 / 81
+
+
+def n_digits(board_size: int) -> int:
+    return board_size * board_size
+
+
+def n_cells(board_size: int) -> int:
+    return board_size ** 4
+
+
+# ---------------------------------------------------------------------------------------------
+# compiled search
+
+
+@njit(cache=True)
+def _popcount_table(n_digit):
+    table = np.zeros(1 << n_digit, np.int32)
+    for mask in range(1, 1 << n_digit):
+        table[mask] = table[mask >> 1] + (mask & 1)
+    return table
+
+
+@njit(cache=True)
+def _search(grid, box, limit, solution, banned_cell, banned_digit, randomize):
+    """Count the solutions of `grid` (0 = blank) up to `limit`; copy the first into `solution`.
+
+    banned_cell/banned_digit (-1 for none) forbid one digit in one cell: asking whether a
+    puzzle with that cell removed has a solution other than the known one is far cheaper than
+    counting to two. randomize picks candidates in random order (numba's seeded generator).
+    Returns 0 for givens that contradict each other.
+    """
+    K = box * box
+    C = K * K
+    full = (1 << K) - 1
+    popcount = _popcount_table(K)
+    rows = np.zeros(K, np.int32)
+    cols = np.zeros(K, np.int32)
+    boxes = np.zeros(K, np.int32)
+    cell_row = np.empty(C, np.int32)
+    cell_col = np.empty(C, np.int32)
+    cell_box = np.empty(C, np.int32)
+    g = grid.copy()
+    for c in range(C):
+        r = c // K
+        q = c % K
+        cell_row[c] = r
+        cell_col[c] = q
+        cell_box[c] = (r // box) * box + q // box
+        if g[c] != 0:
+            bit = 1 << (g[c] - 1)
+            if (rows[r] | cols[q] | boxes[cell_box[c]]) & bit:
+                return 0  # two equal givens in a row, column or box
+            rows[r] |= bit
+            cols[q] |= bit
+            boxes[cell_box[c]] |= bit
+
+    stack_cell = np.empty(C, np.int32)
+    stack_cand = np.empty(C, np.int32)
+    depth = 0
+    count = 0
+    pick = True
+    while True:
+        if pick:
+            # branch on the empty cell with the fewest candidates
+            best = -1
+            best_count = K + 1
+            best_mask = 0
+            for c in range(C):
+                if g[c] == 0:
+                    mask = full & ~(rows[cell_row[c]] | cols[cell_col[c]] | boxes[cell_box[c]])
+                    if c == banned_cell:
+                        mask &= ~(1 << (banned_digit - 1))
+                    pc = popcount[mask]
+                    if pc < best_count:
+                        best, best_count, best_mask = c, pc, mask
+                        if pc == 0:
+                            break
+            if best == -1:  # no empty cell left: a solution
+                count += 1
+                if count == 1:
+                    solution[:] = g
+                if count >= limit:
+                    return count
+            elif best_mask != 0:
+                stack_cell[depth] = best
+                stack_cand[depth] = best_mask
+                depth += 1
+            pick = False
+        # advance the deepest frame to its next candidate, backtracking when it has none
+        if depth == 0:
+            return count
+        top = depth - 1
+        c = stack_cell[top]
+        if g[c] != 0:
+            bit = 1 << (g[c] - 1)
+            rows[cell_row[c]] &= ~bit
+            cols[cell_col[c]] &= ~bit
+            boxes[cell_box[c]] &= ~bit
+            g[c] = 0
+        cand = stack_cand[top]
+        if cand == 0:
+            depth -= 1
+            continue
+        if randomize:
+            rest = cand
+            for _ in range(np.random.randint(popcount[cand])):
+                rest &= rest - 1  # clear the lowest set bit
+            bit = rest & -rest
+        else:
+            bit = cand & -cand
+        stack_cand[top] = cand & ~bit
+        digit = 1
+        while (1 << (digit - 1)) != bit:
+            digit += 1
+        g[c] = digit
+        rows[cell_row[c]] |= bit
+        cols[cell_col[c]] |= bit
+        boxes[cell_box[c]] |= bit
+        pick = True
+
+
+@njit(cache=True)
+def _generate_one(box, target, seed, max_tries, puzzle_out, solution_out):
+    """One puzzle with a unique solution and `target` givens (or as few as reached)."""
+    np.random.seed(seed)
+    C = box ** 4
+    empty = np.zeros(C, np.uint8)
+    grid = np.empty(C, np.uint8)
+    scratch = np.empty(C, np.uint8)
+    best = C + 1
+    # typed values, not literals: numba would compile _search once per literal combination
+    one, none, yes, no = np.int64(1), np.int64(-1), np.bool_(True), np.bool_(False)
+    for _ in range(max_tries):
+        _search(empty, box, one, grid, none, none, yes)
+        puzzle = grid.copy()
+        givens = C
+        for c in np.random.permutation(C):
+            if givens <= target:
+                break
+            digit = puzzle[c]
+            puzzle[c] = 0
+            # the solution stays unique iff no solution puts another digit in cell c
+            if _search(puzzle, box, one, scratch, c, np.int64(digit), no) > 0:
+                puzzle[c] = digit
+            else:
+                givens -= 1
+        if givens < best:
+            best = givens
+            puzzle_out[:] = puzzle
+            solution_out[:] = grid
+        if givens <= target:
+            break
+
+
+@njit(cache=True, parallel=True)
+def _generate_many(box, targets, seeds, max_tries, puzzles, solutions):
+    # one seed per puzzle, so the result does not depend on the number of threads
+    for i in prange(len(seeds)):
+        _generate_one(box, targets[i], seeds[i], max_tries, puzzles[i], solutions[i])
+
+
+@njit(cache=True)
+def _count_many(puzzles, box, limit, counts, solutions):
+    none, no = np.int64(-1), np.bool_(False)  # typed, not literal (see _generate_one)
+    for i in range(puzzles.shape[0]):
+        counts[i] = _search(puzzles[i], box, limit, solutions[i], none, none, no)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def _as_board(board, board_size: int) -> np.ndarray:
+    board = np.asarray(board)
+    C = n_cells(board_size)
+    if board.size != C:
+        raise ValueError(f"a board of board_size {board_size} has {C} cells, got shape {board.shape}")
+    board = board.reshape(C)
+    if board.min() < 0 or board.max() > n_digits(board_size):
+        raise ValueError(f"board values must be 0..{n_digits(board_size)}")
+    return board.astype(np.uint8)
+
+
+def count_solutions(puzzle, board_size: int, limit: int = 2) -> int:
+    """Number of solutions of `puzzle` (0 = blank), counted up to `limit`."""
+    scratch = np.empty(n_cells(board_size), np.uint8)
+    return int(_search(_as_board(puzzle, board_size), board_size, limit, scratch, -1, -1, False))
+
+
+def solve(puzzle, board_size: int) -> np.ndarray | None:
+    """A solution of `puzzle` as uint8 (C,), or None when it has none."""
+    solution = np.empty(n_cells(board_size), np.uint8)
+    found = _search(_as_board(puzzle, board_size), board_size, 1, solution, -1, -1, False)
+    return solution if found else None
+
+
+def count_solutions_many(puzzles: np.ndarray, board_size: int, limit: int = 2) -> np.ndarray:
+    """count_solutions for every row of `puzzles` (N, C)."""
+    puzzles = np.ascontiguousarray(puzzles, dtype=np.uint8)
+    counts = np.zeros(len(puzzles), np.int64)
+    _count_many(puzzles, board_size, limit, counts, np.empty_like(puzzles))
+    return counts
+
+
+def valid_grids(grids: np.ndarray, board_size: int) -> np.ndarray:
+    """Bool (N,): each row of grids (N, C) is complete and every row, column and box holds 1..K."""
+    K = n_digits(board_size)
+    grids = np.asarray(grids).reshape(-1, K, K).astype(np.int64)
+    n = board_size
+    boxes = grids.reshape(-1, n, n, n, n).transpose(0, 1, 3, 2, 4).reshape(-1, K, K)
+    ok = (grids >= 1).all(axis=(1, 2)) & (grids <= K).all(axis=(1, 2))
+    digits = np.arange(1, K + 1)
+    for groups in (grids, grids.transpose(0, 2, 1), boxes):
+        ok &= (np.sort(groups, axis=2) == digits).all(axis=(1, 2))
+    return ok
+
+
+def is_valid_grid(grid, board_size: int) -> bool:
+    """True when `grid` is complete and every row, column and box is a permutation of 1..K."""
+    grid = np.asarray(grid)
+    if grid.size != n_cells(board_size):
+        return False
+    return bool(valid_grids(grid.reshape(1, -1), board_size)[0])
+
+
+def givens_targets(n_puzzles: int, board_size: int, mean: float, std: float,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Per-puzzle number of givens: a normal draw rounded and clipped to 1..C."""
+    C = n_cells(board_size)
+    targets = np.rint(rng.normal(mean, std, size=n_puzzles)) if std > 0 else np.full(n_puzzles, round(mean))
+    return np.clip(targets, 1, C).astype(np.int64)
+
+
+def generate_puzzles(n_puzzles: int, board_size: int, seed: int, givens_mean: float | None = None,
+                     givens_std: float | None = None, max_tries: int = 20, progress=None):
+    """Distinct puzzles with exactly one solution: (puzzles uint8 (N, C), solutions uint8 (N, C)).
+
+    Givens per puzzle follow round(Normal(givens_mean, givens_std)); the defaults keep the
+    published dataset's fraction of givens (36.2 of 81, std 3 of 81). A target below what a
+    random grid allows (minimal puzzles have about 22-26 givens on 9x9) is approached over
+    `max_tries` fresh grids and the sparsest one kept. The same seed gives the same puzzles
+    whatever the number of threads. `progress` (a tqdm-like object) is advanced per puzzle.
+    """
+    if board_size not in (2, 3):
+        raise ValueError(f"board_size must be 2 or 3, got {board_size}")
+    C = n_cells(board_size)
+    givens_mean = PUBLISHED_GIVENS_FRACTION * C if givens_mean is None else givens_mean
+    givens_std = 3.0 / 81 * C if givens_std is None else givens_std
+    rng = np.random.default_rng(seed)
+    puzzles = np.zeros((0, C), np.uint8)
+    solutions = np.zeros((0, C), np.uint8)
+    chunk, stalled = 500, 0
+    while len(puzzles) < n_puzzles:
+        if stalled == 10:  # e.g. 300 complete 4x4 grids asked for: only 288 exist
+            raise PipelineError(f"found only {len(puzzles)} distinct {n_digits(board_size)}x{n_digits(board_size)} "
+                                f"puzzles with about {givens_mean:.1f} givens; ask for fewer boards or other givens")
+        before = len(puzzles)
+        n_new = min(chunk, max(n_puzzles - len(puzzles), 100))  # a few spare for repeats
+        targets = givens_targets(n_new, board_size, givens_mean, givens_std, rng)
+        seeds = rng.integers(0, 2**31 - 1, size=n_new)
+        new_puzzles = np.zeros((n_new, C), np.uint8)
+        new_solutions = np.zeros((n_new, C), np.uint8)
+        _generate_many(board_size, targets, seeds, max_tries, new_puzzles, new_solutions)
+        puzzles = np.concatenate([puzzles, new_puzzles])
+        solutions = np.concatenate([solutions, new_solutions])
+        # drop repeats (likely among 4x4 boards) so no test puzzle is also a train puzzle
+        _, first = np.unique(puzzles, axis=0, return_index=True)
+        keep = np.sort(first)[:n_puzzles]
+        puzzles, solutions = puzzles[keep], solutions[keep]
+        stalled = stalled + 1 if len(puzzles) == before else 0
+        if progress is not None:
+            progress.update(len(keep) - progress.n)
+    return puzzles, solutions
+
+
+def check_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, where: str) -> None:
+    """Raise PipelineError (naming `where` and the first bad board) unless every solution is a
+    valid grid and agrees with its puzzle's givens."""
+    C, K = n_cells(board_size), n_digits(board_size)
+    for name, boards in (("puzzles", puzzles), ("solutions", solutions)):
+        if boards.ndim != 2 or boards.shape[1] != C:
+            raise PipelineError(f"{where}: {name} must have shape (N, {C}), got {tuple(boards.shape)}")
+        if boards.size and (boards.min() < 0 or boards.max() > K):
+            raise PipelineError(f"{where}: {name} hold values outside 0..{K}")
+    if len(puzzles) != len(solutions):
+        raise PipelineError(f"{where}: {len(puzzles)} puzzles but {len(solutions)} solutions")
+    bad = np.flatnonzero(~valid_grids(solutions, board_size))
+    if len(bad):
+        raise PipelineError(f"{where}: board {bad[0]}: the solution is not a valid Sudoku grid "
+                            f"({len(bad)} such boards)")
+    clash = (puzzles != 0) & (puzzles != solutions)
+    bad = np.flatnonzero(clash.any(axis=1))
+    if len(bad):
+        cell = int(np.flatnonzero(clash[bad[0]])[0])
+        raise PipelineError(f"{where}: board {bad[0]}: given {puzzles[bad[0], cell]} at row {cell // K + 1}, "
+                            f"column {cell % K + 1} disagrees with the solution ({len(bad)} such boards)")
+
+
+# ---------------------------------------------------------------------------------------------
+# readers
+
+
+def _load_tensor(path: Path, mmap: bool = False):
+    import torch
+
+    if not path.is_file():
+        raise PipelineError(f"{path}: file not found")
+    try:
+        if mmap:  # features_img.pt is 2.5 GB of float32; map it instead of reading it whole
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:
+                pass  # files in the legacy (pre-zip) format cannot be mapped
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise PipelineError(f"{path}: cannot read tensor ({type(exc).__name__}: {first_line})") from None
+
+
+def _onehot_digits(tensor, path: Path, board_size: int, allow_blank: bool) -> np.ndarray:
+    """(N, K, K, K) one-hot -> uint8 (N, C) digits, 0 where the one-hot block is all zero."""
+    K = n_digits(board_size)
+    if not hasattr(tensor, "shape") or tensor.ndim != 4 or tuple(tensor.shape[1:]) != (K, K, K):
+        shape = tuple(tensor.shape) if hasattr(tensor, "shape") else type(tensor).__name__
+        raise PipelineError(f"{path}: expected a one-hot tensor of shape (N, {K}, {K}, {K}) "
+                            f"for board_size {board_size}, got {shape}")
+    x = tensor.reshape(len(tensor), K * K, K).numpy()
+    if not np.isin(x, (0, 1)).all():
+        raise PipelineError(f"{path}: one-hot entries must be 0 or 1")
+    ones = x.sum(axis=2)
+    bad = (ones > 1) if allow_blank else (ones != 1)
+    if bad.any():
+        what = "at most one" if allow_blank else "exactly one"
+        board = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise PipelineError(f"{path}: board {board}: every cell must have {what} digit set")
+    return np.where(ones > 0, x.argmax(axis=2) + 1, 0).astype(np.uint8)
+
+
+def read_published(folder, board_size: int = 3, n_first: int | None = None, n_last: int = 0):
+    """Read the published SATNet Sudoku files (Wang et al. 2019, github.com/locuslab/SATNet).
+
+    Layout, as the authors' exps/sudoku.py reads them:
+      features.pt      float (N, 9, 9, 9): one-hot digit of each given cell, all zero when blank
+      labels.pt        float (N, 9, 9, 9): one-hot digit of every cell of the solution
+      features_img.pt  float (N, 9, 9, 28, 28): an MNIST image per cell (only given cells matter)
+      perm.pt          (729,) a permutation of the 729 one-hot variables, used only by their
+                       "permuted Sudoku" experiment; checked when present, otherwise unused.
+    Keeps the first n_first boards (default all) and the last n_last: the authors trained on the
+    first 90 % and tested on the rest. Returns (puzzles uint8 (R, C), solutions uint8 (R, C),
+    given-cell images uint8 (G, 28, 28), their (board, cell) positions int64 (G, 2)). Images are
+    rescaled linearly so that the given cells span 0..255: the files' float scaling (0..1,
+    0..255 or mean/std normalised) is not documented.
+    """
+    import torch
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PipelineError(f"{folder}: published dataset folder not found")
+    K, C = n_digits(board_size), n_cells(board_size)
+    puzzles = _onehot_digits(_load_tensor(folder / "features.pt"), folder / "features.pt", board_size, True)
+    solutions = _onehot_digits(_load_tensor(folder / "labels.pt"), folder / "labels.pt", board_size, False)
+    N = len(puzzles)
+    if len(solutions) != N:
+        raise PipelineError(f"{folder / 'labels.pt'}: {len(solutions)} boards but features.pt has {N}")
+    check_boards(puzzles, solutions, board_size, str(folder))
+
+    perm_path = folder / "perm.pt"
+    if perm_path.exists():
+        perm = _load_tensor(perm_path)
+        if (not hasattr(perm, "shape") or tuple(perm.shape) != (C * K,)
+                or not torch.equal(torch.sort(perm.long()).values, torch.arange(C * K))):
+            raise PipelineError(f"{perm_path}: expected a permutation of 0..{C * K - 1}")
+
+    img_path = folder / "features_img.pt"
+    images = _load_tensor(img_path, mmap=True)
+    if not hasattr(images, "shape") or tuple(images.shape) not in [(N, K, K, 28, 28), (N, C, 28, 28), (N, C, 1, 28, 28)]:
+        shape = tuple(images.shape) if hasattr(images, "shape") else type(images).__name__
+        raise PipelineError(f"{img_path}: expected shape ({N}, {K}, {K}, 28, 28), got {shape}")
+    images = images.reshape(N, C, 28, 28)
+
+    n_first = N if n_first is None else n_first
+    if n_first + n_last > N:
+        raise PipelineError(f"{folder}: holds {N} boards, fewer than the {n_first + n_last} asked for")
+    rows = np.r_[0:n_first, N - n_last:N]
+    puzzles, solutions = puzzles[rows], solutions[rows]
+    positions = np.argwhere(puzzles != 0)  # (board within rows, cell)
+    chunks = [positions[i:i + 50_000] for i in range(0, len(positions), 50_000)]
+
+    def gather(pos):  # chunk by chunk: the file may be memory-mapped and is large
+        return images[torch.from_numpy(rows[pos[:, 0]]), torch.from_numpy(pos[:, 1])].float()
+
+    low, high = float("inf"), float("-inf")
+    for pos in chunks:
+        chunk = gather(pos)
+        if not torch.isfinite(chunk).all():
+            raise PipelineError(f"{img_path}: images contain NaN or infinite values")
+        low, high = min(low, chunk.min().item()), max(high, chunk.max().item())
+    if chunks and high <= low:
+        raise PipelineError(f"{img_path}: the images of the given cells are all constant")
+    given = np.empty((len(positions), 28, 28), np.uint8)
+    for i, pos in zip(range(0, len(positions), 50_000), chunks):
+        given[i:i + len(pos)] = ((gather(pos) - low) / (high - low) * 255).round().to(torch.uint8).numpy()
+    return puzzles, solutions, given, positions.astype(np.int64)
+
+
+def read_csv(path, board_size: int, limit: int | None = None):
+    """Read rows 'puzzle,solution' of digit strings (0 or '.' = blank); a header row is skipped.
+
+    Returns (puzzles uint8 (N, C), solutions uint8 (N, C)); reads at most `limit` boards.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: CSV file not found")
+    C, K = n_cells(board_size), n_digits(board_size)
+    digits = {str(d): d for d in range(1, K + 1)}
+    puzzles, solutions = [], []
+    with path.open(newline="") as f:
+        for line_no, row in enumerate(csv.reader(f), start=1):
+            if not row or (line_no == 1 and not any(ch.isdigit() for ch in "".join(row))):
+                continue  # blank line or header
+            if limit is not None and len(puzzles) >= limit:
+                break
+            if len(row) != 2:
+                raise PipelineError(f"{path}:{line_no}: expected 2 fields (puzzle,solution), got {len(row)}")
+            boards = []
+            for what, text in zip(("puzzle", "solution"), row):
+                text = text.strip()
+                if len(text) != C:
+                    raise PipelineError(f"{path}:{line_no}: {what} has {len(text)} characters, "
+                                        f"expected {C} for board_size {board_size}")
+                blank = "0." if what == "puzzle" else ""
+                bad = [ch for ch in text if ch not in digits and ch not in blank]
+                if bad:
+                    raise PipelineError(f"{path}:{line_no}: {what} contains {bad[0]!r}; expected digits "
+                                        f"1-{K}" + (" or 0/. for blanks" if blank else ""))
+                boards.append([digits.get(ch, 0) for ch in text])
+            puzzles.append(boards[0])
+            solutions.append(boards[1])
+    if not puzzles:
+        raise PipelineError(f"{path}: no boards found")
+    puzzles = np.array(puzzles, np.uint8)
+    solutions = np.array(solutions, np.uint8)
+    check_boards(puzzles, solutions, board_size, str(path))
+    return puzzles, solutions

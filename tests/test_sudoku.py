@@ -1,0 +1,245 @@
+"""Puzzle generation, exact solving and the dataset readers of satground.sudoku.
+
+Uniqueness is checked independently of our solver: a CNF encoding of Sudoku solved by
+python-sat, then solved again with the found solution blocked, which must be UNSAT.
+"""
+import numba
+import numpy as np
+import pytest
+import torch
+from pysat.solvers import Solver
+
+from satground import sudoku
+from satground.io import PipelineError
+
+
+def sat_solutions(puzzle: np.ndarray, board_size: int, limit: int = 2) -> list:
+    """Solutions of `puzzle` found by a SAT solver, up to `limit` (blocking each one found)."""
+    n, K = board_size, board_size ** 2
+    var = lambda r, c, d: (r * K + c) * K + d + 1  # noqa: E731  cell (r, c) holds digit d+1
+    units = [[(r, c) for c in range(K)] for r in range(K)] + [[(r, c) for r in range(K)] for c in range(K)]
+    units += [[(br * n + i, bc * n + j) for i in range(n) for j in range(n)] for br in range(n) for bc in range(n)]
+    with Solver(name="minisat22") as solver:
+        for r in range(K):
+            for c in range(K):
+                solver.add_clause([var(r, c, d) for d in range(K)])
+                for d in range(K):
+                    for e in range(d + 1, K):
+                        solver.add_clause([-var(r, c, d), -var(r, c, e)])
+        for unit in units:
+            for d in range(K):
+                solver.add_clause([var(r, c, d) for r, c in unit])
+        for cell, digit in enumerate(puzzle):
+            if digit:
+                solver.add_clause([var(cell // K, cell % K, int(digit) - 1)])
+        found = []
+        while len(found) < limit and solver.solve():
+            true = [v for v in solver.get_model() if v > 0]
+            found.append(np.array([(v - 1) % K + 1 for v in sorted(true)], np.uint8))
+            solver.add_clause([-v for v in true])
+    return found
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return {3: sudoku.generate_puzzles(60, 3, seed=11), 2: sudoku.generate_puzzles(300, 2, seed=11)}
+
+
+@pytest.mark.parametrize("board_size, n_check", [(3, 25), (2, 120)])
+def test_generated_puzzles_have_one_solution_by_sat(generated, board_size, n_check):
+    puzzles, solutions = generated[board_size]
+    for puzzle, solution in zip(puzzles[:n_check], solutions[:n_check]):
+        found = sat_solutions(puzzle, board_size)
+        assert len(found) == 1
+        np.testing.assert_array_equal(found[0], solution)
+
+
+@pytest.mark.parametrize("board_size", [3, 2])
+def test_generated_solutions_valid_and_consistent(generated, board_size):
+    puzzles, solutions = generated[board_size]
+    C = board_size ** 4
+    assert puzzles.shape == solutions.shape == (len(puzzles), C) and puzzles.dtype == np.uint8
+    assert sudoku.valid_grids(solutions, board_size).all()
+    assert ((puzzles == 0) | (puzzles == solutions)).all()
+    assert (sudoku.count_solutions_many(puzzles, board_size) == 1).all()
+    assert len(np.unique(puzzles, axis=0)) == len(puzzles)  # distinct puzzles
+
+
+def test_givens_follow_the_published_mean(generated):
+    givens9 = (generated[3][0] != 0).sum(axis=1)
+    assert abs(givens9.mean() - 36.2) < 1.2 and givens9.std() > 1
+    givens4 = (generated[2][0] != 0).sum(axis=1)
+    assert abs(givens4.mean() - 36.2 / 81 * 16) < 0.3
+    puzzles, _ = sudoku.generate_puzzles(40, 3, seed=3, givens_mean=30, givens_std=0)
+    assert ((puzzles != 0).sum(axis=1) == 30).all()
+
+
+def test_same_seed_same_puzzles_whatever_the_threads():
+    a = sudoku.generate_puzzles(50, 3, seed=5)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        b = sudoku.generate_puzzles(50, 3, seed=5)
+    finally:
+        numba.set_num_threads(threads)
+    c = sudoku.generate_puzzles(50, 3, seed=6)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.array_equal(a[0], c[0])
+
+
+def test_count_solve_and_validity_on_known_cases():
+    assert sudoku.count_solutions(np.zeros(16, np.uint8), 2, limit=1000) == 288  # all 4x4 grids
+    grid = sudoku.solve(np.zeros(81, np.uint8), 3)
+    assert sudoku.is_valid_grid(grid, 3) and sudoku.is_valid_grid(grid.reshape(9, 9), 3)
+    clash = np.zeros(81, np.uint8)
+    clash[0] = clash[1] = 5  # two fives in the first row
+    assert sudoku.count_solutions(clash, 3) == 0 and sudoku.solve(clash, 3) is None
+    broken = grid.copy()
+    broken[[0, 1]] = broken[[1, 0]]  # swap two cells of a row: columns break
+    assert not sudoku.is_valid_grid(broken, 3)
+    incomplete = grid.copy()
+    incomplete[40] = 0
+    assert not sudoku.is_valid_grid(incomplete, 3)
+    assert not sudoku.is_valid_grid(grid[:16], 3)
+    latin = (np.add.outer(np.arange(9), np.arange(9)) % 9 + 1).ravel()  # rows and columns fine, boxes not
+    assert not sudoku.is_valid_grid(latin, 3)
+    puzzle = grid.copy()
+    puzzle[::2] = 0
+    np.testing.assert_array_equal(sudoku.solve(puzzle, 3), grid)  # half-empty: still unique
+    assert sudoku.count_solutions(np.zeros(81, np.uint8), 3, limit=5) == 5
+
+
+def test_bad_generator_arguments():
+    with pytest.raises(ValueError):
+        sudoku.generate_puzzles(5, 4, seed=0)
+    with pytest.raises(ValueError):
+        sudoku.count_solutions(np.zeros(80, np.uint8), 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# readers
+
+
+def one_line(exc_info, *names):
+    message = str(exc_info.value)
+    assert "\n" not in message
+    for name in names:
+        assert str(name) in message, message
+    return message
+
+
+def write_csv(path, rows):
+    path.write_text("quizzes,solutions\n" + "".join(f"{p},{s}\n" for p, s in rows))
+    return path
+
+
+def as_text(board, blank="0"):
+    return "".join(blank if d == 0 else str(d) for d in board)
+
+
+def test_read_csv_round_trip(tmp_path, generated):
+    puzzles, solutions = generated[3]
+    rows = [(as_text(p, "." if i % 2 else "0"), as_text(s)) for i, (p, s) in enumerate(zip(puzzles[:5], solutions[:5]))]
+    got_p, got_s = sudoku.read_csv(write_csv(tmp_path / "ok.csv", rows), 3)
+    np.testing.assert_array_equal(got_p, puzzles[:5])
+    np.testing.assert_array_equal(got_s, solutions[:5])
+    assert len(sudoku.read_csv(tmp_path / "ok.csv", 3, limit=2)[0]) == 2
+
+
+def test_read_csv_rejects_bad_rows(tmp_path, generated):
+    puzzles, solutions = generated[3]
+    p, s = as_text(puzzles[0]), as_text(solutions[0])
+    cell = int(np.flatnonzero(puzzles[0])[0])
+    wrong_given = list(p)
+    wrong_given[cell] = str(solutions[0][cell] % 9 + 1)
+    swapped = s[1] + s[0] + s[2:]
+    cases = {
+        "short": ([(p[:-1], s)], "80 characters"),
+        "letters": ([(p[:-1] + "x", s)], "'x'"),
+        "blank solution": ([(p, s[:-1] + "0")], "'0'"),
+        "fields": ([(p, s + ",1")], "expected 2 fields"),
+        "invalid solution": ([("0" * 81, swapped)], "not a valid Sudoku grid"),
+        "inconsistent": ([("".join(wrong_given), s)], "disagrees with the solution"),
+    }
+    for name, (rows, problem) in cases.items():
+        path = write_csv(tmp_path / f"{name.replace(' ', '_')}.csv", rows)
+        with pytest.raises(PipelineError) as exc:
+            sudoku.read_csv(path, 3)
+        one_line(exc, path, problem)
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_csv(tmp_path / "missing.csv", 3)
+    one_line(exc, "missing.csv", "not found")
+
+
+def write_published(folder, puzzles, solutions, float_scale=1.0):
+    """The published layout (see sudoku.read_published) for the given boards."""
+    folder.mkdir(exist_ok=True)
+    eye = torch.eye(10)[:, 1:]  # digit 0 -> all-zero one-hot
+    torch.save(eye[torch.from_numpy(puzzles).long()].reshape(-1, 9, 9, 9), folder / "features.pt")
+    torch.save(eye[torch.from_numpy(solutions).long()].reshape(-1, 9, 9, 9), folder / "labels.pt")
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(len(puzzles), 9, 9, 28, 28, generator=g) * float_scale
+    torch.save(images, folder / "features_img.pt")
+    torch.save(torch.randperm(729, generator=g), folder / "perm.pt")
+    return images
+
+
+def test_read_published_round_trip(tmp_path, generated):
+    puzzles, solutions = generated[3]
+    images = write_published(tmp_path / "pub", puzzles[:6], solutions[:6])
+    got_p, got_s, given, positions = sudoku.read_published(tmp_path / "pub", 3, n_first=3, n_last=2)
+    keep = [0, 1, 2, 4, 5]
+    np.testing.assert_array_equal(got_p, puzzles[keep])
+    np.testing.assert_array_equal(got_s, solutions[keep])
+    assert given.dtype == np.uint8 and given.shape == (int((puzzles[keep] != 0).sum()), 28, 28)
+    assert given.min() == 0 and given.max() == 255  # rescaled to the full range
+    b, c = positions[7]
+    assert got_p[b, c] != 0
+    expected = images.reshape(6, 81, 28, 28)[keep[b], c].numpy()
+    # the scale comes from all kept given cells: the same picture up to a positive affine map
+    assert np.corrcoef(given[7].ravel(), expected.ravel())[0, 1] > 0.999
+
+
+def test_read_published_rejects_bad_files(tmp_path, generated):
+    puzzles, solutions = generated[3]
+    folder = tmp_path / "pub"
+    write_published(folder, puzzles[:4], solutions[:4])
+    torch.save(torch.zeros(4, 81, 9), folder / "features.pt")
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(folder, 3)
+    one_line(exc, folder / "features.pt", "(N, 9, 9, 9)")
+
+    write_published(folder, puzzles[:4], solutions[:4])
+    torch.save(torch.zeros(4, 9, 9, 27, 27), folder / "features_img.pt")
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(folder, 3)
+    one_line(exc, folder / "features_img.pt", "expected shape")
+
+    write_published(folder, puzzles[:4], solutions[:4])
+    torch.save(torch.arange(728), folder / "perm.pt")
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(folder, 3)
+    one_line(exc, folder / "perm.pt", "permutation")
+
+    bad = solutions[:4].copy()
+    bad[1, [0, 1]] = bad[1, [1, 0]]
+    write_published(folder, np.zeros_like(puzzles[:4]), bad)
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(folder, 3)
+    one_line(exc, folder, "board 1", "not a valid Sudoku grid")
+
+    (folder / "labels.pt").write_bytes(b"not a tensor")
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(folder, 3)
+    one_line(exc, folder / "labels.pt", "cannot read")
+
+    with pytest.raises(PipelineError) as exc:
+        sudoku.read_published(tmp_path / "nowhere", 3)
+    one_line(exc, "nowhere", "not found")
+
+
+def test_asking_for_more_distinct_puzzles_than_exist_fails_cleanly():
+    with pytest.raises(PipelineError, match=r"found only (\d+) distinct 4x4 puzzles") as exc:
+        sudoku.generate_puzzles(300, 2, seed=0, givens_mean=16, givens_std=0)  # 288 full 4x4 grids
+    assert int(str(exc.value).split()[2]) <= 288
