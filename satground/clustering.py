@@ -1,0 +1,172 @@
+"""Clusterers: unsupervised models that split digit images into K clusters.
+
+`cluster.method` in params.yaml names one of CLUSTERERS. A clusterer checkpoint file holds
+{"method", "config", "state_dict", ...extra}: everything needed to rebuild it, so later stages
+(distillation, the ablation over checkpoints) only call `load_clusterer(path).assign(images)`
+and never depend on which method produced the file. To add a method, write a class with the
+same members (from_checkpoint, checkpoint, assign, parameter_counts, n_clusters) and register
+it here.
+"""
+from __future__ import annotations
+
+import torch
+
+from .infogan import InfoGAN, assign_clusters, parameter_counts
+from .io import PipelineError, load_torch, save_torch
+
+
+class InfoGANClusterer:
+    method = "infogan"
+
+    def __init__(self, model: InfoGAN):
+        self.model = model
+        self.n_clusters = model.n_classes
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> "InfoGANClusterer":
+        model = InfoGAN(**ckpt["config"])
+        model.load_state_dict(ckpt["state_dict"])
+        return cls(model)
+
+    def checkpoint(self) -> dict:
+        state = {name: t.detach().cpu().clone() for name, t in self.model.state_dict().items()}
+        return {"method": self.method, "config": self.model.config(), "state_dict": state}
+
+    def assign(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> cluster index (N,) in 0..K-1."""
+        return assign_clusters(self.model, images)
+
+    def parameter_counts(self) -> dict[str, int]:
+        return parameter_counts(self.model)
+
+
+CLUSTERERS = {"infogan": InfoGANClusterer}
+
+
+def save_clusterer(clusterer, path, **extra) -> None:
+    """Write the clusterer's checkpoint (plus extra entries, e.g. epoch) atomically."""
+    save_torch({**clusterer.checkpoint(), **extra}, path)
+
+
+def load_clusterer(path):
+    """Rebuild a clusterer from a checkpoint written by save_clusterer."""
+    ckpt = load_torch(path, "clusterer checkpoint")
+    if not isinstance(ckpt, dict) or not {"method", "config", "state_dict"} <= ckpt.keys():
+        raise PipelineError(f"{path}: not a clusterer checkpoint (expected keys method, config, "
+                            "state_dict)")
+    if ckpt["method"] not in CLUSTERERS:
+        raise PipelineError(f"{path}: unknown clustering method {ckpt['method']!r} "
+                            f"(known: {sorted(CLUSTERERS)})")
+    try:
+        return CLUSTERERS[ckpt["method"]].from_checkpoint(ckpt)
+    except (RuntimeError, TypeError, KeyError) as exc:
+        raise PipelineError(f"{path}: cannot rebuild the {ckpt['method']} clusterer "
+                            f"({str(exc).splitlines()[0]})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# data: given-cell images, and their true digits for reporting only
+
+
+def load_given_images(root, split: str):
+    """The distinct images shown in given cells of a split's boards (ungrounded view).
+
+    Returns (images uint8 (M, 28, 28), pool indices (M,), K). Reads `{split}.pt` only; that
+    file carries no input-cell labels, which is asserted here so a grounded file cannot slip in.
+    """
+    from .data import given_image_indices, load_boards
+
+    boards = load_boards(root, split)
+    if bool((boards.labels[boards.is_input] != 0).any()):
+        raise PipelineError(f"{root}/{split}.pt: holds labels at input cells; clustering must "
+                            "read the ungrounded view only")
+    indices = given_image_indices(boards)
+    return boards.images[indices], indices, boards.n_digits
+
+
+def load_image_labels(root, split: str, indices: torch.Tensor):
+    """True digits (0-based, long (M,)) of the given pool images, for *reporting* accuracy only.
+
+    Returns None when `{split}_truth.pt` is absent (reporting is then disabled). Only the
+    "image_labels" entry is read; "input_labels" is never touched.
+    """
+    from pathlib import Path
+
+    from .data import load_truth
+
+    if not (Path(root) / f"{split}_truth.pt").is_file():
+        return None
+    image_labels = load_truth(root, split)["image_labels"]
+    return image_labels[indices].long() - 1
+
+
+def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str, float]:
+    """Clustering accuracy (Hungarian; None without labels) and the largest cluster's share."""
+    from .metrics import clustering_accuracy
+
+    sizes = torch.bincount(clusters, minlength=n_clusters)
+    report = {"largest_cluster_fraction": float(sizes.max()) / max(len(clusters), 1)}
+    report["accuracy"] = (None if labels is None
+                          else clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters))
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# plots
+
+
+def plot_samples(grid: torch.Tensor):
+    """Figure of generated digits: grid (K, n, 28, 28), one row per categorical code value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    K, n = grid.shape[:2]
+    tiled = grid.permute(0, 2, 1, 3).reshape(K * 28, n * 28).numpy()
+    fig, ax = plt.subplots(figsize=(n * 0.45 + 0.6, K * 0.45 + 0.4))
+    ax.imshow(tiled, cmap="gray_r", vmin=0, vmax=1)
+    ax.set_yticks([k * 28 + 14 for k in range(K)], [str(k) for k in range(K)])
+    ax.set_xticks([])
+    ax.set_ylabel("categorical code (cluster)")
+    ax.set_title("InfoGAN samples: rows share a code, columns share noise", fontsize=9)
+    return fig
+
+
+def plot_confusion(clusters: torch.Tensor, labels, n_clusters: int, title: str):
+    """Clusters (rows, ordered by their matched digit) against true digits (columns).
+
+    Without labels (no truth file) the figure shows the cluster sizes instead.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .metrics import best_matching, clustering_accuracy, confusion_matrix
+
+    if labels is None:
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.bar(range(n_clusters), torch.bincount(clusters, minlength=n_clusters).numpy())
+        ax.set_xlabel("cluster")
+        ax.set_ylabel("images")
+        ax.set_title(f"{title}: cluster sizes (no truth file, accuracy not reported)", fontsize=9)
+        return fig
+    counts = confusion_matrix(clusters.numpy(), labels.numpy(), n_clusters, n_clusters)
+    mapping = best_matching(clusters.numpy(), labels.numpy(), n_clusters, n_clusters)
+    order = np.argsort(mapping)  # row k: the cluster matched to digit k+1
+    counts = counts[order]
+    accuracy = clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters)
+    fig, ax = plt.subplots(figsize=(0.5 * n_clusters + 1.5, 0.5 * n_clusters + 1))
+    ax.imshow(counts, cmap="Blues")
+    for (r, c), v in np.ndenumerate(counts):
+        if v:
+            ax.text(c, r, str(v), ha="center", va="center", fontsize=6,
+                    color="white" if v > counts.max() / 2 else "black")
+    ax.set_xticks(range(n_clusters), [str(d + 1) for d in range(n_clusters)])
+    ax.set_yticks(range(n_clusters), [str(c) for c in order])
+    ax.set_xlabel("true digit")
+    ax.set_ylabel("cluster (ordered by matched digit)")
+    ax.set_title(f"{title}: clustering accuracy {accuracy:.3f}", fontsize=9)
+    return fig

@@ -1,0 +1,98 @@
+"""LeNet, the digit classifier of the visual SATNet model.
+
+The variant of SATNet's visual Sudoku code (Wang et al. 2019), which the paper reuses:
+conv 20 5x5 -> max-pool 2 -> conv 50 5x5 -> max-pool 2 -> fc 500 -> fc K, ReLU between,
+no padding (28 -> 24 -> 12 -> 8 -> 4, so fc1 sees 50*4*4 = 800 features).
+It has 431,080 parameters at K=10 and 430,579 at K=9. The paper's "1,049,080 parameters"
+is this net at K=10 plus SATNet's clause matrix S of (729+1+300) x 600 = 618,000 entries
+(431,080 + 618,000 = 1,049,080), so no padding change is needed to match it.
+The network returns logits over the K digit classes (or clusters).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def image_batch(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images (N, 28, 28) in 0..255 -> float (N, 1, 28, 28) in [0, 1] (what both nets take)."""
+    if images.dtype == torch.uint8:
+        images = images.float().div_(255.0)
+    if images.dim() == 3:
+        images = images.unsqueeze(1)
+    return images
+
+
+class LeNet(nn.Module):
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.n_classes = n_classes
+        self.conv1 = nn.Conv2d(1, 20, 5)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.fc1 = nn.Linear(50 * 4 * 4, 500)
+        self.fc2 = nn.Linear(500, n_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images: uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> logits (N, K)."""
+        x = image_batch(images)
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@torch.no_grad()
+def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """Arg max class of each uint8 image (N, 28, 28), evaluated in eval mode, in batches."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out = [model(images[i:i + batch_size].to(device)).argmax(1).cpu()
+           for i in range(0, len(images), batch_size)]
+    model.train(was_training)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+
+
+def train_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+                targets: torch.Tensor, batch_size: int, generator: torch.Generator) -> float:
+    """One epoch of cross-entropy on (images uint8 (N,28,28), targets long (N,)); mean loss."""
+    model.train()
+    device = next(model.parameters()).device
+    order = torch.randperm(len(images), generator=generator)
+    total, seen = 0.0, 0
+    for start in range(0, len(images), batch_size):
+        idx = order[start:start + batch_size]
+        logits = model(images[idx].to(device))
+        loss = F.cross_entropy(logits, targets[idx].to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(idx)
+        seen += len(idx)
+    return total / max(seen, 1)
+
+
+def save_lenet(model: LeNet, path) -> None:
+    from .io import save_torch
+
+    save_torch({"state_dict": model.state_dict(), "n_classes": model.n_classes}, path)
+
+
+def load_lenet(path) -> LeNet:
+    """Rebuild a LeNet saved by save_lenet; one-line PipelineError when the file is not one."""
+    from .io import PipelineError, load_torch
+
+    ckpt = load_torch(path, "LeNet model")
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
+        raise PipelineError(f"{path}: not a LeNet model file (expected keys state_dict, n_classes)")
+    model = LeNet(int(ckpt["n_classes"]))
+    try:
+        model.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as exc:
+        raise PipelineError(f"{path}: LeNet weights do not fit ({str(exc).splitlines()[0]})") from None
+    return model

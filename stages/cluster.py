@@ -1,0 +1,139 @@
+"""Stage `cluster`: unsupervised clustering of the training boards' given-cell images (InfoGAN).
+
+Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
+The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
+clustering accuracy each epoch; without that file training runs identically, unreported.
+Writes models/cluster/final.pt, models/cluster/epoch_{e:03d}.pt every `checkpoint_every`
+epochs (epoch 0 = the untrained init, for the ablation), per-epoch dvclive metrics in
+metrics/cluster/, the summary metrics/cluster.json and plots/cluster_{samples,confusion}.png.
+"""
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from satground import infogan
+from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_report, load_given_images,
+                                  load_image_labels, plot_confusion, plot_samples, save_clusterer)
+from satground.config import load_params, param, run_stage
+from satground.io import PipelineError, pick_device, save_figure, save_json, seed_everything
+
+
+def read_params(params: dict) -> dict:
+    p = {"method": param(params, "cluster.method", str, choices=tuple(CLUSTERERS), default="infogan")}
+    p["epochs"] = param(params, "cluster.epochs", int, low=0)
+    p["batch_size"] = param(params, "cluster.batch_size", int, low=2)
+    p["lr_d"] = param(params, "cluster.lr_d", float, low=0.0)
+    p["lr_g"] = param(params, "cluster.lr_g", float, low=0.0)
+    p["noise_dim"] = param(params, "cluster.noise_dim", int, low=1, default=62)
+    p["n_cont"] = param(params, "cluster.n_cont", int, low=0, default=2)
+    p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)
+    p["checkpoint_every"] = param(params, "cluster.checkpoint_every", int, low=1)
+    p["seed"] = param(params, "cluster.seed", int, low=0)
+    p["device"] = param(params, "device", str, default="auto")
+    return p
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", default="data/prepared", help="folder of the prepared boards")
+    parser.add_argument("--out", default="models/cluster", help="folder for final.pt and epoch checkpoints")
+    parser.add_argument("--live", default="metrics/cluster", help="dvclive folder (per-epoch metrics)")
+    parser.add_argument("--metrics", default="metrics/cluster.json")
+    parser.add_argument("--plots", default="plots", help="folder for cluster_samples.png, cluster_confusion.png")
+    args = parser.parse_args(argv)
+
+    p = read_params(load_params(args.params))
+    device = pick_device(p["device"])
+    train_images, train_idx, K = load_given_images(args.data, "train")
+    test_images, test_idx, test_K = load_given_images(args.data, "test")
+    if test_K != K:
+        raise PipelineError(f"{args.data}: train boards have {K} digits but test boards {test_K}")
+    if len(train_images) < p["batch_size"]:
+        raise PipelineError(f"params.yaml: 'cluster.batch_size' = {p['batch_size']} exceeds the "
+                            f"{len(train_images)} training images")
+    # reporting only: None when the truth file is absent
+    train_labels = load_image_labels(args.data, "train", train_idx)
+    test_labels = load_image_labels(args.data, "test", test_idx)
+
+    rng = seed_everything(p["seed"])
+    model = infogan.InfoGAN(K, p["noise_dim"], p["n_cont"]).to(device)
+    opt_d, opt_g = infogan.make_optimizers(model, p["lr_d"], p["lr_g"])
+    clusterer = InfoGANClusterer(model)
+
+    out = Path(args.out)
+    for stale in out.glob("epoch_*.pt"):  # checkpoints of an earlier run must not mix in
+        stale.unlink()
+
+    from dvclive import Live
+
+    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+    steps_per_epoch = len(train_images) // p["batch_size"]
+    history = []
+
+    def end_of_epoch(epoch: int, losses: dict, seconds: float | None) -> dict:
+        # clusters of real images use batch-norm statistics of real images (see the function)
+        infogan.calibrate_batch_norm(model, train_images)
+        train = cluster_report(clusterer.assign(train_images), train_labels, K)
+        test = cluster_report(clusterer.assign(test_images), test_labels, K)
+        row = {"epoch": epoch, **losses, "train_largest_cluster": train["largest_cluster_fraction"]}
+        if train["accuracy"] is not None:
+            row["train_accuracy"] = train["accuracy"]
+        if test["accuracy"] is not None:
+            row["test_accuracy"] = test["accuracy"]
+        if seconds is not None:
+            row["seconds_per_epoch"] = seconds
+        for name, value in row.items():
+            if name != "epoch":
+                live.log_metric(name, value)
+        live.next_step()
+        if epoch % p["checkpoint_every"] == 0 or epoch == p["epochs"]:
+            save_clusterer(clusterer, out / f"epoch_{epoch:03d}.pt", epoch=epoch)
+        history.append(row)
+        return row
+
+    end_of_epoch(0, {}, None)
+    with tqdm(total=p["epochs"] * steps_per_epoch, desc="infogan", unit="step") as bar:
+        for epoch in range(1, p["epochs"] + 1):
+            start = time.perf_counter()
+            losses = infogan.train_epoch(model, opt_d, opt_g, train_images, p["batch_size"], rng,
+                                         p["cont_weight"], progress=bar)
+            row = end_of_epoch(epoch, losses, time.perf_counter() - start)
+            bar.set_postfix({k: f"{v:.3f}" for k, v in row.items() if k.endswith("accuracy")})
+    live.end()
+    save_clusterer(clusterer, out / "final.pt", epoch=p["epochs"])
+
+    test_clusters = clusterer.assign(test_images)
+    save_figure(plot_samples(infogan.sample_grid(model, 10, torch.Generator().manual_seed(0))),
+                Path(args.plots) / "cluster_samples.png")
+    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"),
+                Path(args.plots) / "cluster_confusion.png")
+
+    last = history[-1]
+    timed = [row["seconds_per_epoch"] for row in history if "seconds_per_epoch" in row]
+    counts = clusterer.parameter_counts()
+    metrics = {
+        "method": p["method"], "seed": p["seed"], "epochs": p["epochs"], "n_clusters": K,
+        "n_train_images": len(train_images), "n_test_images": len(test_images),
+        "train_accuracy": last.get("train_accuracy"), "test_accuracy": last.get("test_accuracy"),
+        "train_largest_cluster": last["train_largest_cluster"],
+        "seconds_per_epoch": sum(timed) / len(timed) if timed else None,
+        "loss_d": last.get("loss_d"), "loss_g": last.get("loss_g"),
+        "loss_q_cat": last.get("loss_q_cat"), "loss_q_cont": last.get("loss_q_cont"),
+        "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
+        "device": str(device),
+    }
+    save_json(metrics, args.metrics)
+
+    def fmt(value):
+        return "n/a (no truth file)" if value is None else f"{value:.3f}"
+    print(f"cluster: {p['method']} K={K}, {p['epochs']} epochs on {len(train_images)} given-cell images, "
+          f"clustering accuracy train {fmt(metrics['train_accuracy'])} / test {fmt(metrics['test_accuracy'])}"
+          f" -> {out / 'final.pt'}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

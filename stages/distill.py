@@ -1,0 +1,107 @@
+"""Stage `distill`: train LeNet on a clusterer's assignments of the training given-cell images.
+
+The teacher (models/cluster/final.pt, or any checkpoint via --clusterer, for the ablation)
+labels the training boards' given-cell images with its clusters; LeNet learns those cluster
+indices by cross-entropy. True digits ({split}_truth.pt, "image_labels") are read only to
+report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "n_classes"}),
+per-epoch dvclive metrics in metrics/distill/ and the summary metrics/distill.json.
+"""
+import argparse
+import time
+
+import torch
+from tqdm import tqdm
+
+from satground import lenet
+from satground.clustering import cluster_report, load_clusterer, load_given_images, load_image_labels
+from satground.config import load_params, param, run_stage
+from satground.io import PipelineError, pick_device, save_json, seed_everything
+
+
+def read_params(params: dict) -> dict:
+    return {
+        "epochs": param(params, "distill.epochs", int, low=1),
+        "batch_size": param(params, "distill.batch_size", int, low=1),
+        "lr": param(params, "distill.lr", float, low=0.0),
+        "seed": param(params, "distill.seed", int, low=0),
+        "device": param(params, "device", str, default="auto"),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", default="data/prepared", help="folder of the prepared boards")
+    parser.add_argument("--clusterer", default="models/cluster/final.pt", help="teacher checkpoint")
+    parser.add_argument("--out", default="models/lenet.pt")
+    parser.add_argument("--live", default="metrics/distill", help="dvclive folder (per-epoch metrics)")
+    parser.add_argument("--metrics", default="metrics/distill.json")
+    args = parser.parse_args(argv)
+
+    p = read_params(load_params(args.params))
+    device = pick_device(p["device"])
+    teacher = load_clusterer(args.clusterer)
+    train_images, train_idx, K = load_given_images(args.data, "train")
+    test_images, test_idx, _ = load_given_images(args.data, "test")
+    if teacher.n_clusters != K:
+        raise PipelineError(f"{args.clusterer}: clusterer has {teacher.n_clusters} clusters but the "
+                            f"boards in {args.data} have {K} digits")
+    train_labels = load_image_labels(args.data, "train", train_idx)  # reporting only
+    test_labels = load_image_labels(args.data, "test", test_idx)
+
+    targets = teacher.assign(train_images)
+    teacher_test = teacher.assign(test_images)
+
+    rng = seed_everything(p["seed"])
+    model = lenet.LeNet(K).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"])
+
+    from dvclive import Live
+
+    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+    seconds = []
+    for epoch in tqdm(range(1, p["epochs"] + 1), desc="distill", unit="epoch"):
+        start = time.perf_counter()
+        loss = lenet.train_epoch(model, optimizer, train_images, targets, p["batch_size"], rng)
+        seconds.append(time.perf_counter() - start)
+        test_pred = lenet.predict(model, test_images)
+        live.log_metric("loss", loss)
+        live.log_metric("test_agreement", (test_pred == teacher_test).float().mean().item())
+        test = cluster_report(test_pred, test_labels, K)
+        if test["accuracy"] is not None:
+            live.log_metric("test_accuracy", test["accuracy"])
+        live.log_metric("seconds_per_epoch", seconds[-1])
+        live.next_step()
+    live.end()
+    lenet.save_lenet(model.cpu(), args.out)
+
+    train_pred = lenet.predict(model, train_images)
+    test_pred = lenet.predict(model, test_images)
+    teacher_counts = teacher.parameter_counts()
+    metrics = {
+        "teacher": args.clusterer, "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
+        "n_train_images": len(train_images), "n_test_images": len(test_images),
+        "final_loss": loss,
+        "train_agreement": (train_pred == targets).float().mean().item(),
+        "test_agreement": (test_pred == teacher_test).float().mean().item(),
+        "train_accuracy": cluster_report(train_pred, train_labels, K)["accuracy"],
+        "test_accuracy": cluster_report(test_pred, test_labels, K)["accuracy"],
+        "teacher_test_accuracy": cluster_report(teacher_test, test_labels, K)["accuracy"],
+        "lenet_parameters": lenet.count_parameters(model),
+        "teacher_parameters": teacher_counts.get("total"),
+        "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),
+        "seconds_per_epoch": sum(seconds) / len(seconds),
+        "device": str(device),
+    }
+    save_json(metrics, args.metrics)
+
+    def fmt(value):
+        return "n/a (no truth file)" if value is None else f"{value:.3f}"
+    print(f"distill: LeNet ({metrics['lenet_parameters']:,} parameters) from {args.clusterer}: "
+          f"test clustering accuracy {fmt(metrics['test_accuracy'])} (teacher "
+          f"{fmt(metrics['teacher_test_accuracy'])}), agreement with teacher "
+          f"{metrics['test_agreement']:.3f} -> {args.out}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

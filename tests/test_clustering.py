@@ -1,0 +1,307 @@
+"""Clustering accuracy, InfoGAN, the clusterer registry and the `cluster` stage."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from satground import infogan
+from satground.clustering import InfoGANClusterer, load_clusterer, save_clusterer
+from satground.io import PipelineError
+from satground.metrics import clustering_accuracy
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "stages"))
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def outside_the_repo(tmp_path, monkeypatch):
+    # dvclive looks for a DVC/Git repo from the working directory (and runs `dvc init` in a Git
+    # repo without one): run the stages where there is neither.
+    monkeypatch.chdir(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny prepared data in the contract's format (4x4 boards, K = 4 digits)
+
+
+def digit_images(digits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Easy 'digits': digit d is a bright 10x10 square in quadrant d-1, jittered, with noise."""
+    images = rng.integers(0, 40, size=(len(digits), 28, 28)).astype(np.uint8)
+    for i, d in enumerate(digits):
+        r0, c0 = 2 + 12 * ((d - 1) // 2) + rng.integers(-2, 3), 2 + 12 * ((d - 1) % 2) + rng.integers(-2, 3)
+        images[i, r0:r0 + 10, c0:c0 + 10] = rng.integers(180, 256, size=(10, 10))
+    return images
+
+
+def write_split(root: Path, split: str, n_boards: int, n_images: int, rng) -> None:
+    K, C = 4, 16
+    image_labels = np.tile(np.arange(1, K + 1), n_images // K + 1)[:n_images]
+    rng.shuffle(image_labels)
+    images = digit_images(image_labels, rng)
+    solution = rng.integers(1, K + 1, size=(n_boards, C)).astype(np.uint8)
+    is_input = np.zeros((n_boards, C), bool)
+    cell_image = np.full((n_boards, C), -1, np.int64)
+    unused = list(range(n_images))  # every pool image appears in some given cell
+    for b in range(n_boards):
+        for c in rng.choice(C, size=6, replace=False):
+            is_input[b, c] = True
+            img = unused.pop() if unused else int(rng.integers(n_images))
+            cell_image[b, c] = img
+            solution[b, c] = image_labels[img]
+    labels = np.where(is_input, 0, solution).astype(np.uint8)
+    torch.save({"board_size": 2, "images": torch.from_numpy(images),
+                "cell_image": torch.from_numpy(cell_image), "is_input": torch.from_numpy(is_input),
+                "labels": torch.from_numpy(labels)}, root / f"{split}.pt")
+    torch.save({"labels": torch.from_numpy(solution)}, root / f"{split}_grounded.pt")
+    torch.save({"input_labels": torch.from_numpy(np.where(is_input, solution, 0).astype(np.uint8)),
+                "image_labels": torch.from_numpy(image_labels.astype(np.uint8))},
+               root / f"{split}_truth.pt")
+
+
+def make_prepared(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    write_split(root, "train", n_boards=16, n_images=32, rng=rng)
+    write_split(root, "test", n_boards=6, n_images=24, rng=rng)
+    return root
+
+
+def write_params(path: Path, **sections) -> Path:
+    import yaml
+
+    params = {"device": "cpu",
+              "cluster": {"method": "infogan", "epochs": 2, "batch_size": 16, "lr_d": 2e-4, "lr_g": 1e-3,
+                          "noise_dim": 62, "n_cont": 2, "cont_weight": 0.1, "checkpoint_every": 1,
+                          "seed": 0},
+              "distill": {"epochs": 3, "batch_size": 16, "lr": 1e-3, "seed": 0}}
+    for name, values in sections.items():
+        params[name].update(values)
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def run_cluster(tmp_path: Path, data: Path, name: str = "run", **overrides) -> Path:
+    import cluster
+
+    out = tmp_path / name
+    params = write_params(tmp_path / f"{name}.yaml", cluster=overrides)
+    cluster.main(["--params", str(params), "--data", str(data), "--out", str(out / "models"),
+                  "--live", str(out / "live"), "--metrics", str(out / "cluster.json"),
+                  "--plots", str(out / "plots")])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Hungarian clustering accuracy
+
+
+def test_accuracy_of_a_permuted_labelling_is_one():
+    labels = np.random.default_rng(0).integers(0, 9, size=500)
+    perm = np.array([3, 7, 0, 8, 1, 5, 2, 6, 4])
+    assert clustering_accuracy(perm[labels], labels, 9) == 1.0
+
+
+def test_accuracy_of_a_known_confusion():
+    # counts[c, d]: cluster c, digit d. Best one-to-one: c0->d0 (5), c1->d2 (3), c2->d1 (4).
+    counts = np.array([[5, 1, 0], [2, 0, 3], [0, 4, 0]])
+    clusters = np.repeat(np.repeat(np.arange(3), 3), counts.ravel())
+    labels = np.repeat(np.tile(np.arange(3), 3), counts.ravel())
+    assert clustering_accuracy(clusters, labels, 3) == pytest.approx(12 / 15)
+    # greedy matching would give both clusters digit 0; the one-to-one optimum is c0->d1, c1->d0
+    clusters = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    labels = np.array([0, 0, 0, 1, 1, 0, 0, 0])
+    assert clustering_accuracy(clusters, labels, 2) == pytest.approx(5 / 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# InfoGAN
+
+
+def test_infogan_parameter_counts():
+    counts = infogan.parameter_counts(infogan.InfoGAN(9))
+    assert counts == {"generator": 6_631_808, "trunk": 6_556_992, "d_head": 1_025, "q_head": 133_005,
+                      "classifier_path": 6_689_997, "total": 13_322_830}
+    # the paper's "7,307,997" = trunk + Q head at K=9 + SATNet's S ((729 + 1 + 300) x 600)
+    assert counts["classifier_path"] + 1030 * 600 == 7_307_997
+
+
+def test_infogan_learns_its_codes_on_a_tiny_set():
+    rng = np.random.default_rng(1)
+    images = torch.from_numpy(digit_images(np.tile(np.arange(1, 5), 8), rng))
+    torch.manual_seed(0)
+    model = infogan.InfoGAN(4, noise_dim=16)
+    opt_d, opt_g = infogan.make_optimizers(model, 2e-4, 1e-3)
+    gen = torch.Generator().manual_seed(0)
+    history = [infogan.train_epoch(model, opt_d, opt_g, images, 16, gen) for _ in range(4)]
+    assert set(history[0]) == {"loss_d", "loss_g", "loss_q_cat", "loss_q_cont"}
+    assert all(np.isfinite(v) for h in history for v in h.values())
+    # Q recovers the categorical code from G's images: its loss falls from ~log(4)
+    assert history[-1]["loss_q_cat"] < history[0]["loss_q_cat"] - 0.2
+    clusters = InfoGANClusterer(model).assign(images)
+    assert clusters.dtype == torch.long and clusters.shape == (32,)
+    assert int(clusters.min()) >= 0 and int(clusters.max()) < 4
+    assert infogan.sample_grid(model, 5, gen).shape == (4, 5, 28, 28)
+
+
+def test_batch_norm_calibration_uses_real_image_statistics():
+    torch.manual_seed(0)
+    model = infogan.InfoGAN(4, noise_dim=8)
+    images = torch.from_numpy(digit_images(np.tile(np.arange(1, 5), 10), np.random.default_rng(3)))
+    infogan.calibrate_batch_norm(model, images, batch_size=64)
+    conv2 = model.trunk.conv[:3]  # conv 64 -> LeakyReLU -> conv 128, the input of the first BN
+    with torch.no_grad():
+        features = conv2(images.float().div(255).unsqueeze(1))
+    bn = model.trunk.conv[3]
+    assert torch.allclose(bn.running_mean, features.mean(dim=(0, 2, 3)), atol=1e-5)
+    assert torch.allclose(bn.running_var, features.var(dim=(0, 2, 3)), rtol=1e-3)
+    assert bn.momentum == 0.1 and model.training
+    # eval-mode clusters do not depend on which other images share the batch
+    clusterer = InfoGANClusterer(model)
+    assert torch.equal(clusterer.assign(images)[:5], clusterer.assign(images[:5]))
+
+
+def test_clusterer_checkpoint_round_trip(tmp_path):
+    torch.manual_seed(0)
+    clusterer = InfoGANClusterer(infogan.InfoGAN(4, noise_dim=8, n_cont=1))
+    images = torch.from_numpy(digit_images(np.arange(1, 5).repeat(5), np.random.default_rng(2)))
+    save_clusterer(clusterer, tmp_path / "c.pt", epoch=3)
+    loaded = load_clusterer(tmp_path / "c.pt")
+    assert loaded.model.config() == {"n_classes": 4, "noise_dim": 8, "n_cont": 1}
+    assert torch.equal(loaded.assign(images), clusterer.assign(images))
+    assert torch.load(tmp_path / "c.pt", weights_only=False)["epoch"] == 3
+
+
+def test_load_clusterer_errors_name_the_file(tmp_path):
+    with pytest.raises(PipelineError, match="missing.pt"):
+        load_clusterer(tmp_path / "missing.pt")
+    (tmp_path / "junk.pt").write_bytes(b"not a torch file")
+    with pytest.raises(PipelineError, match="junk.pt"):
+        load_clusterer(tmp_path / "junk.pt")
+    torch.save({"method": "kmeans", "config": {}, "state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(PipelineError, match="unknown clustering method 'kmeans'"):
+        load_clusterer(tmp_path / "other.pt")
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+
+
+CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_test_images", "train_accuracy",
+                "test_accuracy", "train_largest_cluster", "seconds_per_epoch", "loss_d", "loss_g", "loss_q_cat",
+                "loss_q_cont", "parameters", "parameters_classifier_path", "device"}
+
+
+class RecordingDict(dict):
+    """A dict that remembers which keys were read."""
+
+    def __init__(self, *args, log):
+        super().__init__(*args)
+        self.log = log
+
+    def __getitem__(self, key):
+        self.log.append(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.log.append(key)
+        return super().get(key, default)
+
+    def _all(self):
+        self.log.append("*")  # iterating the truth dict would expose input_labels too
+
+    def items(self):
+        self._all()
+        return super().items()
+
+    def values(self):
+        self._all()
+        return super().values()
+
+
+def record_loads(monkeypatch):
+    """Record every file torch.load opens and every key read from a truth file."""
+    import satground.data
+
+    opened, truth_keys = [], []
+    real_load, real_truth = torch.load, satground.data.load_truth
+
+    def load(f, *args, **kwargs):
+        opened.append(Path(f).name)
+        return real_load(f, *args, **kwargs)
+
+    def load_truth(root, split):
+        return RecordingDict(real_truth(root, split), log=truth_keys)
+
+    monkeypatch.setattr(torch, "load", load)
+    monkeypatch.setattr(satground.data, "load_truth", load_truth)
+    return opened, truth_keys
+
+
+@pytest.fixture(scope="module")
+def stage_runs(tmp_path_factory):
+    """The stage run twice on the same boards (InfoGAN is slow: shared by the tests below):
+    with the truth files, recording what it loads, and without them."""
+    tmp = tmp_path_factory.mktemp("cluster_stage")
+    data = make_prepared(tmp / "prepared")
+    blind = tmp / "blind"
+    blind.mkdir()
+    for split in ("train", "test"):
+        shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        opened, truth_keys = record_loads(mp)
+        with_truth = run_cluster(tmp, data, "with", epochs=3, checkpoint_every=2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        without = run_cluster(tmp, blind, "without", epochs=3, checkpoint_every=2)
+    return {"with": with_truth, "without": without, "opened": opened, "truth_keys": truth_keys}
+
+
+def test_cluster_stage_writes_its_artifacts(stage_runs):
+    out = stage_runs["with"]
+    metrics = json.loads((out / "cluster.json").read_text())
+    assert set(metrics) == CLUSTER_KEYS
+    assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24 and metrics["n_clusters"] == 4
+    assert 0.25 <= metrics["train_accuracy"] <= 1 and 0.25 <= metrics["test_accuracy"] <= 1
+    # epoch 0 (untrained init), every 2nd epoch, and the last one
+    assert sorted(p.name for p in (out / "models").iterdir()) == [
+        "epoch_000.pt", "epoch_002.pt", "epoch_003.pt", "final.pt"]
+    assert load_clusterer(out / "models" / "epoch_000.pt").n_clusters == 4
+    assert (out / "plots" / "cluster_samples.png").stat().st_size > 0
+    assert (out / "plots" / "cluster_confusion.png").stat().st_size > 0
+    tsv = (out / "live" / "plots" / "metrics" / "test_accuracy.tsv").read_text().splitlines()
+    assert tsv[0].split("\t") == ["step", "test_accuracy"] and len(tsv) == 1 + 4  # epochs 0..3
+    assert (out / "live" / "plots" / "metrics" / "loss_q_cat.tsv").is_file()
+    assert json.loads((out / "live" / "metrics.json").read_text())["step"] == 3
+
+
+def test_cluster_stage_never_reads_input_labels(stage_runs):
+    assert set(stage_runs["opened"]) == {"train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
+    assert set(stage_runs["truth_keys"]) == {"image_labels"}
+
+
+def test_cluster_stage_trains_identically_without_truth(stage_runs):
+    with_truth, without = stage_runs["with"], stage_runs["without"]
+    for name in ("epoch_000.pt", "final.pt"):
+        a = torch.load(with_truth / "models" / name, weights_only=False)["state_dict"]
+        b = torch.load(without / "models" / name, weights_only=False)["state_dict"]
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    metrics = json.loads((without / "cluster.json").read_text())
+    assert set(metrics) == CLUSTER_KEYS
+    assert metrics["train_accuracy"] is None and metrics["test_accuracy"] is None
+    assert not (without / "live" / "plots" / "metrics" / "test_accuracy.tsv").exists()
+    assert (without / "plots" / "cluster_confusion.png").is_file()
+
+
+def test_cluster_stage_rejects_bad_params(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    with pytest.raises(PipelineError, match="cluster.method"):
+        run_cluster(tmp_path, data, method="kmeans")
+    with pytest.raises(PipelineError, match="batch_size"):
+        run_cluster(tmp_path, data, batch_size=1000)

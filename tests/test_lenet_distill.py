@@ -1,0 +1,177 @@
+"""LeNet and the `distill` stage."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from satground import infogan, lenet
+from satground.clustering import CLUSTERERS, InfoGANClusterer, save_clusterer
+from satground.io import PipelineError
+from test_clustering import digit_images, make_prepared, record_loads, write_params
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def outside_the_repo(tmp_path, monkeypatch):
+    # dvclive looks for a DVC/Git repo from the working directory: run where there is none.
+    monkeypatch.chdir(tmp_path)
+
+
+class QuadrantClusterer:
+    """A test-only clusterer: the brightest quadrant of the image, shifted by 1 (mod 4).
+
+    On the test images (digit d = bright square in quadrant d-1) it is a perfect clustering
+    under a permutation; registering it also shows a new method plugs into `distill` as is.
+    """
+    method = "quadrant"
+    n_clusters = 4
+
+    @classmethod
+    def from_checkpoint(cls, ckpt):
+        return cls()
+
+    def checkpoint(self):
+        return {"method": self.method, "config": {}, "state_dict": {}}
+
+    def assign(self, images):
+        q = images.float().reshape(-1, 2, 14, 2, 14).sum(dim=(2, 4)).flatten(1)
+        return (q.argmax(1) + 1) % 4
+
+    def parameter_counts(self):
+        return {}
+
+
+def run_distill(tmp_path, data, teacher, name="run", **overrides):
+    import distill
+
+    out = tmp_path / name
+    params = write_params(tmp_path / f"{name}.yaml", distill=overrides)
+    distill.main(["--params", str(params), "--data", str(data), "--clusterer", str(teacher),
+                  "--out", str(out / "lenet.pt"), "--live", str(out / "live"),
+                  "--metrics", str(out / "distill.json")])
+    return out
+
+
+def untrained_infogan_checkpoint(path, n_classes=4):
+    torch.manual_seed(0)
+    save_clusterer(InfoGANClusterer(infogan.InfoGAN(n_classes, noise_dim=8)), path, epoch=0)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# LeNet
+
+
+def test_lenet_parameter_counts():
+    assert lenet.count_parameters(lenet.LeNet(10)) == 431_080
+    assert lenet.count_parameters(lenet.LeNet(9)) == 430_579
+    # the paper's "1,049,080" = LeNet at K=10 + SATNet's S ((729 + 1 + 300) x 600)
+    assert 431_080 + 1030 * 600 == 1_049_080
+
+
+def test_lenet_takes_uint8_or_float_images():
+    torch.manual_seed(0)
+    model = lenet.LeNet(9)
+    images = torch.randint(0, 256, (5, 28, 28), dtype=torch.uint8)
+    logits = model(images)
+    assert logits.shape == (5, 9)
+    assert torch.allclose(logits, model(images.float().div(255).unsqueeze(1)))
+
+
+def test_lenet_learns_a_tiny_set():
+    rng = np.random.default_rng(0)
+    digits = np.tile(np.arange(1, 5), 16)
+    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
+    torch.manual_seed(0)
+    model = lenet.LeNet(4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    losses = [lenet.train_epoch(model, optimizer, images, targets, 16, gen) for _ in range(6)]
+    assert losses[-1] < 0.5 * losses[0]
+    assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
+
+
+def test_lenet_file_round_trip(tmp_path):
+    model = lenet.LeNet(9)
+    lenet.save_lenet(model, tmp_path / "lenet.pt")
+    saved = torch.load(tmp_path / "lenet.pt", weights_only=False)
+    assert set(saved) == {"state_dict", "n_classes"} and saved["n_classes"] == 9
+    loaded = lenet.load_lenet(tmp_path / "lenet.pt")
+    images = torch.randint(0, 256, (3, 28, 28), dtype=torch.uint8)
+    assert torch.equal(loaded(images), model(images))
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(PipelineError, match="other.pt: not a LeNet model file"):
+        lenet.load_lenet(tmp_path / "other.pt")
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+
+DISTILL_KEYS = {"teacher", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
+                "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy",
+                "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path",
+                "seconds_per_epoch", "device"}
+
+
+def test_distill_from_an_infogan_checkpoint(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    teacher = untrained_infogan_checkpoint(tmp_path / "epoch_000.pt")
+    out = run_distill(tmp_path, data, teacher)
+    metrics = json.loads((out / "distill.json").read_text())
+    assert set(metrics) == DISTILL_KEYS
+    assert metrics["lenet_parameters"] == 428_074  # K = 4
+    assert metrics["teacher_parameters"] == infogan.parameter_counts(infogan.InfoGAN(4, noise_dim=8))["total"]
+    assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24
+    saved = torch.load(out / "lenet.pt", weights_only=False)
+    assert set(saved) == {"state_dict", "n_classes"} and saved["n_classes"] == 4
+    assert lenet.load_lenet(out / "lenet.pt").n_classes == 4
+    tsv = (out / "live" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
+    assert len(tsv) == 1 + 3  # header + 3 epochs
+
+
+def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
+    monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
+    data = make_prepared(tmp_path / "prepared")
+    save_clusterer(QuadrantClusterer(), tmp_path / "quadrant.pt")
+    out = run_distill(tmp_path, data, tmp_path / "quadrant.pt", epochs=8)
+    metrics = json.loads((out / "distill.json").read_text())
+    assert metrics["teacher_test_accuracy"] == 1.0
+    assert metrics["train_agreement"] >= 0.95
+    assert metrics["test_accuracy"] >= 0.9 and metrics["test_agreement"] >= 0.9
+    live = [line.split("\t") for line in (out / "live" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()]
+    assert float(live[-1][1]) < 0.5 * float(live[1][1])  # the loss decreases
+
+
+def test_distill_rejects_a_teacher_with_other_k(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    teacher = untrained_infogan_checkpoint(tmp_path / "k9.pt", n_classes=9)
+    with pytest.raises(PipelineError, match="k9.pt: clusterer has 9 clusters"):
+        run_distill(tmp_path, data, teacher)
+
+
+def test_distill_never_reads_input_labels(tmp_path, monkeypatch):
+    data = make_prepared(tmp_path / "prepared")
+    teacher = untrained_infogan_checkpoint(tmp_path / "teacher.pt")
+    opened, truth_keys = record_loads(monkeypatch)
+    run_distill(tmp_path, data, teacher, epochs=1)
+    assert set(opened) == {"teacher.pt", "train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
+    assert set(truth_keys) == {"image_labels"}
+
+
+def test_distill_trains_identically_without_truth(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    blind = tmp_path / "blind"
+    blind.mkdir()
+    for split in ("train", "test"):
+        shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
+    teacher = untrained_infogan_checkpoint(tmp_path / "teacher.pt")
+    a = torch.load(run_distill(tmp_path, data, teacher, "with") / "lenet.pt", weights_only=False)
+    without = run_distill(tmp_path, blind, teacher, "without")
+    b = torch.load(without / "lenet.pt", weights_only=False)
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    metrics = json.loads((without / "distill.json").read_text())
+    assert set(metrics) == DISTILL_KEYS
+    assert metrics["test_accuracy"] is None and metrics["teacher_test_accuracy"] is None
