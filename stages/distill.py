@@ -24,15 +24,28 @@ def read_params(params: dict) -> dict:
         "batch_size": param(params, "distill.batch_size", int, low=1),
         "lr": param(params, "distill.lr", float, low=0.0),
         "seed": param(params, "distill.seed", int, low=0),
+        # "final", or an epoch of a saved clusterer checkpoint: the clustering-accuracy ablation
+        # sweeps this (README, "The ablation")
+        "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
         "device": param(params, "device", str, default="auto"),
     }
+
+
+def checkpoint_path(checkpoint) -> str:
+    if checkpoint == "final":
+        return "models/cluster/final.pt"
+    if isinstance(checkpoint, int) and checkpoint >= 0:
+        return f"models/cluster/epoch_{checkpoint:03d}.pt"
+    raise PipelineError(f"params.yaml: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
+                        f"got {checkpoint!r}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--data", default="data/prepared", help="folder of the prepared boards")
-    parser.add_argument("--clusterer", default="models/cluster/final.pt", help="teacher checkpoint")
+    parser.add_argument("--clusterer", default=None,
+                        help="teacher checkpoint (default: models/cluster/ + distill.checkpoint)")
     parser.add_argument("--out", default="models/lenet.pt")
     parser.add_argument("--live", default="metrics/distill", help="dvclive folder (per-epoch metrics)")
     parser.add_argument("--metrics", default="metrics/distill.json")
@@ -40,6 +53,8 @@ def main(argv=None):
 
     p = read_params(load_params(args.params))
     device = pick_device(p["device"])
+    if args.clusterer is None:
+        args.clusterer = checkpoint_path(p["checkpoint"])
     teacher = load_clusterer(args.clusterer)
     train_images, train_idx, K = load_given_images(args.data, "train")
     test_images, test_idx, _ = load_given_images(args.data, "test")

@@ -1,0 +1,119 @@
+"""End to end: `dvc repro` of the smoke profile in a fresh copy of the repository, then what a
+parameter change makes stale, and one-line errors for invalid parameters."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
+          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate"}
+
+
+def sh(args, cwd, check=True):
+    env = dict(os.environ, PYTHONPATH=str(cwd),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def smoke_repo(tmp_path_factory):
+    """A copy of the tracked files, as a fresh clone would have them, on the smoke profile."""
+    root = tmp_path_factory.mktemp("clone")
+    files = sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split()
+    for name in files:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # only what git tracks
+        shutil.rmtree(root / path, ignore_errors=True) if (root / path).is_dir() else \
+            (root / path).unlink(missing_ok=True)
+    sh(["git", "init", "-q"], root)
+    sh(["python", "scripts/profile.py", "smoke"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke"], root)
+    sh(["dvc", "repro"], root)
+    return root
+
+
+def stale_stages(root) -> set:
+    status = json.loads(sh(["dvc", "status", "--json"], root).stdout or "{}")
+    return {name.split(":")[-1] for name in status}
+
+
+@pytest.mark.slow
+def test_smoke_profile_runs_end_to_end(smoke_repo):
+    assert stale_stages(smoke_repo) == set()
+    lock = yaml.safe_load((smoke_repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == STAGES
+    results = (smoke_repo / "metrics" / "results.md").read_text()
+    assert "Ours" in results and "Original SATNet" in results
+    evaluate = json.loads((smoke_repo / "metrics" / "evaluate.json").read_text())
+    assert evaluate  # written, parseable
+    for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png"):
+        assert (smoke_repo / "plots" / plot).stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_downstream_param_change_makes_only_downstream_stale(smoke_repo):
+    params = yaml.safe_load((smoke_repo / "params.yaml").read_text())
+    params["proofread"]["epochs"] += 1
+    (smoke_repo / "params.yaml").write_text(yaml.safe_dump(params))
+    try:
+        assert stale_stages(smoke_repo) == {"proofread", "evaluate"}
+        params["ground"]["approxmax"] = "max"
+        (smoke_repo / "params.yaml").write_text(yaml.safe_dump(params))
+        assert stale_stages(smoke_repo) == {"ground", "train", "proofread", "evaluate"}
+    finally:
+        sh(["git", "checkout", "params.yaml"], smoke_repo)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section,key,value,stage", [
+    ("train", "epochs", -1, "train"),
+    ("satnet", "m", 0, "ground"),
+    ("satnet", "aux", -5, "nonvisual"),
+    ("cluster", "epochs", "ten", "cluster"),
+    ("data", "n_train", -3, "prepare"),
+])
+def test_invalid_params_stop_with_one_line_naming_the_parameter(smoke_repo, tmp_path, section, key,
+                                                                value, stage):
+    params = yaml.safe_load((smoke_repo / "params.yaml").read_text())
+    params[section][key] = value
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(params))
+    script = {"nonvisual": "baseline_nonvisual"}.get(stage, stage)
+    result = sh(["python", f"stages/{script}.py", "--params", str(bad)], smoke_repo, check=False)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{section}.{key}" in lines[0], result.stderr
+
+
+def test_missing_data_path_is_one_line_error(tmp_path):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["data"]["mnist"] = {"source": "idx", "root": str(tmp_path / "nowhere"), "download": False}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    result = sh(["python", "stages/prepare.py", "--params", str(tmp_path / "params.yaml"),
+                 "--out", str(tmp_path / "out"), "--metrics", str(tmp_path / "m.json"),
+                 "--plot", str(tmp_path / "p.png")], REPO, check=False)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nowhere" in lines[0], result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_profile_switch_rejects_unknown_names(tmp_path):
+    result = sh(["python", "scripts/profile.py", "laptop"], REPO, check=False)
+    assert result.returncode == 1 and "unknown profile 'laptop'" in result.stderr
+
+
+def test_default_profile_is_params_yaml():
+    assert (REPO / "profiles" / "default.yaml").read_text() == (REPO / "params.yaml").read_text()
