@@ -1,0 +1,158 @@
+"""The Sudoku solvers: SATNet on symbols, the visual solver, the proofreader.
+
+A board is C cells of K digits; the SATNet variables are the C*K per-cell digit indicators,
+cell-major (variable c*K + d is "cell c holds digit d+1").
+
+    SymbolicSolver:  probabilities at given cells -> [Proofreader] -> SATNet -> full board
+    VisualSolver:    given-cell images -> digit classifier (softmax) -> SymbolicSolver
+
+The ungrounded model (ours, Appendix B) zeroes SATNet's outputs at input cells and returns the
+classifier's (or proofreader's) probabilities there instead; the values are the same, only the
+gradients differ. The original SATNet (grounded / leaky) returns SATNet's pass-through.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import var_mask
+from .io import PipelineError, load_torch
+from .lenet import LeNet, image_batch
+from .satnet import SATNet
+
+
+def cell_softmax(x: torch.Tensor, n_digits: int) -> torch.Tensor:
+    """Softmax over each cell's K entries of a (B, C*K) tensor."""
+    B = x.shape[0]
+    return torch.softmax(x.reshape(B, -1, n_digits), dim=2).reshape(B, -1)
+
+
+class Proofreader(nn.Module):
+    """Linear(C*K, C*K) + per-cell softmax, started as a (numerically) identity map.
+
+    The authors' initialisation: weight scale * I and bias -scale/2, plus noise of 1e-4. A
+    one-hot cell then gets logits (+scale/2, -scale/2, ...) and comes out one-hot up to
+    exp(-scale) ~ 5e-5 per entry; a uniform cell stays uniform.
+    """
+
+    def __init__(self, n_cells: int, n_digits: int, scale: float = 10.0, noise: float = 1e-4):
+        super().__init__()
+        self.n_digits = n_digits
+        n = n_cells * n_digits
+        self.linear = nn.Linear(n, n)
+        with torch.no_grad():
+            self.linear.weight.copy_(scale * torch.eye(n) + noise * torch.randn(n, n))
+            self.linear.bias.copy_(-scale / 2 + noise * torch.randn(n))
+
+    def forward(self, probs: torch.Tensor) -> torch.Tensor:
+        return cell_softmax(self.linear(probs), self.n_digits)
+
+
+class SymbolicSolver(nn.Module):
+    """SATNet over a board's C*K digit indicators, with an optional proofreader in front.
+
+    zero_input_outputs=True is the ungrounded model (ours); False the original SATNet.
+    output_softmax applies a per-cell softmax to SATNet's outputs (the authors do this in the
+    self-grounded phase).
+    """
+
+    def __init__(self, board_size: int, m: int, aux: int, max_iter: int = 40,
+                 zero_input_outputs: bool = True, output_softmax: bool = False,
+                 proofreader: bool = False, backend: str = "auto"):
+        super().__init__()
+        self.board_size = board_size
+        self.n_digits = board_size ** 2
+        self.n_cells = board_size ** 4
+        self.output_softmax = output_softmax
+        self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter,
+                             zero_input_outputs=zero_input_outputs, backend=backend)
+        self.proofreader = Proofreader(self.n_cells, self.n_digits) if proofreader else None
+
+    def add_proofreader(self) -> Proofreader:
+        device = self.satnet.S.device
+        self.proofreader = Proofreader(self.n_cells, self.n_digits).to(device)
+        return self.proofreader
+
+    def forward(self, z_in: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        """z_in (B, C*K) probabilities (read at given cells only), is_input (B, C) -> (B, C*K)."""
+        var_input = var_mask(is_input, self.n_digits)
+        z = z_in * var_input
+        if self.proofreader is not None:
+            z = self.proofreader(z) * var_input
+        out = self.satnet(z.contiguous(), var_input)
+        if self.output_softmax:
+            out = cell_softmax(out, self.n_digits)
+        if self.satnet.zero_input_outputs or self.output_softmax:
+            # Appendix B: input-cell predictions are the classifier's, not SATNet's
+            out = torch.where(var_input, z, out)
+        return out
+
+
+class VisualSolver(nn.Module):
+    """Digit classifier on the given-cell images feeding a SymbolicSolver.
+
+    forward(images, is_input): images, uint8 (M, 28, 28) or float (M, 1, 28, 28) in [0, 1], are
+    the given cells of the batch in row-major order of is_input (B, C); blanks have no image.
+    """
+
+    def __init__(self, classifier: nn.Module, solver: SymbolicSolver):
+        super().__init__()
+        self.classifier = classifier
+        self.solver = solver
+
+    def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        """(B, C*K): classifier probabilities at given cells, 0 elsewhere."""
+        B, C = is_input.shape
+        K = self.solver.n_digits
+        probs = F.softmax(self.classifier(image_batch(images)), dim=1)
+        if probs.shape != (int(is_input.sum()), K):
+            raise ValueError(f"classifier gave {tuple(probs.shape)} for {int(is_input.sum())} "
+                             f"given cells of {K} digits")
+        board = probs.new_zeros(B, C, K)
+        board[is_input.bool()] = probs
+        return board.reshape(B, C * K)
+
+    def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        return self.solver(self.input_probs(images, is_input), is_input)
+
+
+def add_trainable_proofreader(model: nn.Module) -> Proofreader:
+    """Freeze `model` (visual or symbolic) and give its solver a fresh proofreader to train."""
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    solver = model.solver if isinstance(model, VisualSolver) else model
+    return solver.add_proofreader()
+
+
+def solver_config(solver: SymbolicSolver) -> dict:
+    sat = solver.satnet
+    return {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "max_iter": sat.max_iter,
+            "zero_input_outputs": sat.zero_input_outputs, "output_softmax": solver.output_softmax,
+            "proofreader": solver.proofreader is not None}
+
+
+def checkpoint(model: nn.Module) -> dict:
+    """What a solver artifact holds: enough to rebuild the model without params.yaml."""
+    if isinstance(model, VisualSolver):
+        return {"kind": "visual", "config": solver_config(model.solver),
+                "solver": model.solver.state_dict(), "classifier": model.classifier.state_dict(),
+                "n_classes": model.classifier.n_classes}
+    return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
+
+
+def load_solver(path, backend: str = "auto") -> nn.Module:
+    """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`."""
+    saved = load_torch(path, "solver model")
+    if not isinstance(saved, dict) or saved.get("kind") not in ("visual", "symbolic"):
+        raise PipelineError(f"{path}: not a solver model file (expected kind visual/symbolic)")
+    try:
+        solver = SymbolicSolver(**saved["config"], backend=backend)
+        solver.load_state_dict(saved["solver"])
+        if saved["kind"] == "symbolic":
+            return solver
+        classifier = LeNet(int(saved["n_classes"]))
+        classifier.load_state_dict(saved["classifier"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise PipelineError(f"{path}: solver model does not load ({str(exc).splitlines()[0]})") from None
+    return VisualSolver(classifier, solver)

@@ -1,0 +1,220 @@
+"""Epoch loops and board evaluation shared by the ground/train/proofread/baseline stages.
+
+A model is either a VisualSolver (given-cell images in) or a SymbolicSolver (given digits in,
+the non-visual baseline). Batches are cut from a `Boards` (satground.data); what a loop can see
+is exactly what that Boards holds: the ungrounded view has no input-cell labels at all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from .data import Boards, onehot, var_mask
+from .grounding import PermutationAccumulator, peers, relabel
+from .losses import symbol_grounding_loss
+from .metrics import board_metrics
+from .models import VisualSolver
+from .sudoku import valid_grids
+
+
+@dataclass
+class Batch:
+    images: torch.Tensor     # uint8 (M, 28, 28): the given cells' images, row-major
+    is_input: torch.Tensor   # bool (B, C)
+    labels: torch.Tensor     # long (B, C): digit 1..K, 0 where the view has no label
+    target: torch.Tensor     # float (B, C*K): one-hot labels, all-zero blocks where 0
+    symbols: torch.Tensor    # float (B, C*K): one-hot labels at given cells (non-visual input)
+
+
+def make_batch(boards: Boards, idx: torch.Tensor, device: torch.device) -> Batch:
+    is_input = boards.is_input[idx]
+    labels = boards.labels[idx].long()
+    cell_image = boards.cell_image[idx]
+    images = boards.images[cell_image[is_input]]
+    target = onehot(labels, boards.n_digits)
+    symbols = target * var_mask(is_input, boards.n_digits)
+    return Batch(images.to(device), is_input.to(device), labels.to(device), target.to(device),
+                 symbols.to(device))
+
+
+def run_model(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """(B, C*K) board probabilities: images in for a visual model, given digits otherwise."""
+    if isinstance(model, VisualSolver):
+        return model(batch.images, batch.is_input)
+    return model(batch.symbols, batch.is_input)
+
+
+def batch_indices(n: int, batch_size: int, generator: torch.Generator | None = None):
+    """Index tensors covering range(n): shuffled with `generator`, in order without one."""
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    return [order[start:start + batch_size] for start in range(0, n, batch_size)]
+
+
+def loss_mask(batch: Batch, on_inputs: bool = False) -> torch.Tensor:
+    """SATNet variables the loss sees: labelled output cells, plus given cells when on_inputs
+    (the original SATNet on grounded data: labels leak to the classifier through them)."""
+    cells = batch.labels > 0
+    if not on_inputs:
+        cells &= ~batch.is_input
+    return cells.repeat_interleave(batch.target.shape[1] // cells.shape[1], dim=1)
+
+
+def bce_loss(on_inputs: bool = False) -> Callable:
+    def loss_fn(pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        mask = loss_mask(batch, on_inputs)
+        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+    return loss_fn
+
+
+def grounding_loss(kind: str, temperature: float, accumulator: PermutationAccumulator) -> Callable:
+    """L_SG over the labelled output cells of the batch; P_hat of each batch is accumulated."""
+    def loss_fn(pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        K = batch.target.shape[1] // batch.labels.shape[1]
+        cells = (batch.labels > 0) & ~batch.is_input
+        loss, P = symbol_grounding_loss(pred.reshape(-1, K)[cells.reshape(-1)],
+                                        batch.target.reshape(-1, K)[cells.reshape(-1)],
+                                        kind, temperature)
+        accumulator.add(P)
+        return loss
+    return loss_fn
+
+
+def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimizer,
+                loss_fn: Callable, batch_size: int, device: torch.device,
+                generator: torch.Generator, desc: str = "train") -> float:
+    """One pass over shuffled boards; returns the mean loss per board."""
+    model.train()
+    total, seen = 0.0, 0
+    batches = batch_indices(len(boards), batch_size, generator)
+    for idx in tqdm(batches, desc=desc, leave=False, disable=len(batches) < 5):
+        batch = make_batch(boards, idx, device)
+        loss = loss_fn(run_model(model, batch), batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(idx)
+        seen += len(idx)
+    return total / max(seen, 1)
+
+
+@torch.no_grad()
+def predict(model: nn.Module, boards: Boards, batch_size: int, device: torch.device,
+            desc: str = "predict") -> torch.Tensor:
+    """Board probabilities (N, C*K) on the CPU, boards in order."""
+    model.eval()
+    out = []
+    batches = batch_indices(len(boards), batch_size)
+    for idx in tqdm(batches, desc=desc, leave=False, disable=len(batches) < 5):
+        out.append(run_model(model, make_batch(boards, idx, device)).float().cpu())
+    return torch.cat(out)
+
+
+def predicted_digits(probs: torch.Tensor, n_digits: int, perm: torch.Tensor | None = None):
+    """(N, C) digits 1..K by per-cell arg max; `perm` first relabels clusters to digits."""
+    if perm is not None:
+        probs = relabel(probs, perm, n_digits)
+    return probs.reshape(probs.shape[0], -1, n_digits).argmax(dim=2) + 1
+
+
+def given_conflict_rate(digits: torch.Tensor, is_input: torch.Tensor, board_size: int) -> float:
+    """Fraction of output cells predicting the same digit as a given cell among their peers.
+
+    Label-free and blind to how digits are numbered, as long as given and output cells use
+    the same numbering: a solver whose outputs speak a relabelled encoding of its inputs
+    (which L_SG cannot see) conflicts often even when its outputs are a perfect permutation
+    of the labels.
+    """
+    same = digits[:, :, None] == digits[:, None, :]
+    conflict = (same & peers(board_size) & is_input[:, None, :]).any(dim=2)
+    return conflict[~is_input].float().mean().item()
+
+
+def output_metrics(digits: torch.Tensor, boards: Boards) -> dict[str, float]:
+    """Scores that need no input-cell label: accuracy on labelled output cells, boards with every
+    output cell right, the valid-grid rate (the authors' board count), and how often an output
+    cell repeats a given digit of its row, column or box."""
+    cells = (boards.labels > 0) & ~boards.is_input
+    correct = (digits == boards.labels.long()) | ~cells
+    valid = valid_grids(digits.numpy().astype(np.uint8), boards.board_size)
+    return {
+        "output_cell_accuracy": (digits == boards.labels.long())[cells].float().mean().item(),
+        "output_board_accuracy": correct.all(dim=1).float().mean().item(),
+        "valid_grid_rate": float(valid.mean()),
+        "given_conflict_rate": given_conflict_rate(digits, boards.is_input, boards.board_size),
+    }
+
+
+def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict:
+    """Scores against the true full solution (grounded labels): evaluation only."""
+    valid = torch.from_numpy(valid_grids(digits.numpy().astype(np.uint8), boards.board_size))
+    return board_metrics(digits, solution.long(), boards.is_input, valid)
+
+
+def split_boards(boards: Boards, val_fraction: float, generator: torch.Generator):
+    """(train, val) Boards sharing the image pool; val gets round(val_fraction * N) boards."""
+    n = len(boards)
+    n_val = int(round(val_fraction * n))
+    if n_val < 1 or n_val >= n:
+        raise ValueError(f"val_fraction {val_fraction} leaves no train or no val boards of {n}")
+    order = torch.randperm(n, generator=generator)
+    return subset(boards, order[n_val:]), subset(boards, order[:n_val])
+
+
+def subset(boards: Boards, idx: torch.Tensor) -> Boards:
+    return Boards(board_size=boards.board_size, images=boards.images,
+                  cell_image=boards.cell_image[idx], is_input=boards.is_input[idx],
+                  labels=boards.labels[idx])
+
+
+def grounding_epoch_metrics(model: nn.Module, val: Boards, perm: torch.Tensor, batch_size: int,
+                            device: torch.device) -> dict[str, float]:
+    """Output-cell scores of the self-grounded model through a cluster -> digit mapping."""
+    probs = predict(model, val, batch_size, device, desc="val")
+    return output_metrics(predicted_digits(probs, val.n_digits, perm), val)
+
+
+def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: torch.device,
+                     desc: str = "test") -> dict[str, float]:
+    """output_metrics of the model's arg max predictions on `boards`."""
+    probs = predict(model, boards, batch_size, device, desc=desc)
+    return output_metrics(predicted_digits(probs, boards.n_digits), boards)
+
+
+def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Optimizer,
+        loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
+        generator: torch.Generator, live=None, desc: str = "epoch",
+        prefix: str = "") -> dict[str, float]:
+    """Train for `epochs`, scoring the test boards after each (output cells only: no input-cell
+    label is read). Logs {prefix}train_loss and {prefix}test_* per epoch to dvclive `live`;
+    returns the last epoch's values."""
+    last: dict[str, float] = {}
+    for epoch in tqdm(range(1, epochs + 1), desc=desc, disable=epochs < 2):
+        loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
+                           desc=f"{desc} {epoch}")
+        scores = evaluate_outputs(model, test, batch_size, device)
+        last = {"train_loss": loss, **{f"test_{k}": v for k, v in scores.items()}}
+        if live is not None:
+            for name, value in last.items():
+                live.log_metric(prefix + name, value)
+            live.next_step()
+        tqdm.write(f"{desc} {epoch}/{epochs}: loss {loss:.4f}, test output cells "
+                   f"{scores['output_cell_accuracy']:.3f}, boards {scores['output_board_accuracy']:.3f}")
+    return last
+
+
+def open_live(directory):
+    """dvclive logger writing per-epoch metrics under `directory` (no DVC experiment side effects)."""
+    from dvclive import Live
+
+    return Live(dir=str(directory), dvcyaml=None, save_dvc_exp=False, report=None)
+
+
+def freeze(module: nn.Module) -> None:
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)

@@ -1,0 +1,87 @@
+"""Baseline: the original visual SATNet (Wang et al. 2019), LeNet + SATNet trained end to end
+from scratch, on grounded boards (input labels leak to LeNet through SATNet) or on ungrounded
+ones (expected to fail, Chang et al. 2020). Optionally a proofreader is trained on top, on the
+ungrounded boards as the paper does. Scored on the test boards against the full solution.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from satground.config import load_params, param, run_stage
+from satground.data import load_boards
+from satground.io import pick_device, save_json, save_torch, seed_everything
+from satground.lenet import LeNet
+from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
+from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
+
+
+def test_scores(model, test, solution, batch_size, device) -> dict:
+    digits = predicted_digits(predict(model, test, batch_size, device), test.n_digits)
+    return solution_metrics(digits, solution, test)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--view", choices=("grounded", "ungrounded"), required=True)
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--model-out", default=None, help="default models/baseline_{view}.pt")
+    parser.add_argument("--metrics-out", default=None, help="default metrics/baseline_{view}.json")
+    parser.add_argument("--live-dir", default=None, help="default metrics/baseline_{view}")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+    model_out = args.model_out or f"models/baseline_{args.view}.pt"
+    metrics_out = args.metrics_out or f"metrics/baseline_{args.view}.json"
+    live_dir = args.live_dir or f"metrics/baseline_{args.view}"
+
+    params = load_params(args.params)
+    seed = param(params, "seed", int, default=0)
+    device = pick_device(param(params, "device", str, default="auto"))
+    m = param(params, "satnet.m", int, low=1)
+    aux = param(params, "satnet.aux", int, low=0)
+    max_iter = param(params, "satnet.max_iter", int, low=1)
+    epochs = param(params, "baseline_visual.epochs", int, low=1)
+    batch_size = param(params, "baseline_visual.batch_size", int, low=1)
+    satnet_lr = param(params, "baseline_visual.satnet_lr", float, low=0.0)
+    classifier_lr = param(params, "baseline_visual.classifier_lr", float, low=0.0)
+    proofread_epochs = param(params, "baseline_visual.proofread_epochs", int, low=0)
+    proofread_lr = param(params, "proofread.lr", float, low=0.0)
+
+    generator = seed_everything(seed)
+    train = load_boards(args.prepared, "train", view=args.view)
+    test = load_boards(args.prepared, "test")  # ungrounded: per-epoch scores on output cells
+    solution = load_boards(args.prepared, "test", view="grounded").labels  # final scores only
+
+    # The original model returns SATNet's pass-through at input cells; on grounded boards the
+    # loss covers them too, which is exactly the label leakage.
+    solver = SymbolicSolver(train.board_size, m, aux, max_iter,
+                            zero_input_outputs=args.view == "ungrounded")
+    model = VisualSolver(LeNet(train.n_digits), solver).to(device)
+    optimizer = torch.optim.Adam([
+        {"params": solver.parameters(), "lr": satnet_lr},
+        {"params": model.classifier.parameters(), "lr": classifier_lr},
+    ])
+    live = open_live(live_dir)
+    fit(model, train, test, optimizer, bce_loss(on_inputs=True), epochs, batch_size, device,
+        generator, live, desc=f"{args.view} SATNet")
+    metrics = {"no_proofreader": test_scores(model, test, solution, batch_size, device)}
+
+    if proofread_epochs > 0:
+        ungrounded = load_boards(args.prepared, "train")
+        optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=proofread_lr)
+        model.to(device)
+        fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False), proofread_epochs,
+            batch_size, device, generator, live, desc=f"{args.view} proofread", prefix="proofread/")
+        metrics["proofreader"] = test_scores(model, test, solution, batch_size, device)
+    live.end()
+
+    save_torch(checkpoint(model.cpu()), model_out)
+    save_json(metrics, metrics_out)
+    summary = ", ".join(f"{name}: boards {scores['board_accuracy']:.3f} cells "
+                        f"{scores['cell_accuracy']:.3f}" for name, scores in metrics.items())
+    print(f"baseline {args.view} visual SATNet: {summary}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,108 @@
+"""Error injection (paper Appendix C): 1 to N wrong input digits per test board fed to the trained
+non-visual SATNet (with and without proofreader), split by whether the corrupted puzzle still
+has a solution (checked exactly with the Sudoku solver).
+
+Board accuracy is the authors' count: the predicted grid, with the (corrupted) givens passed
+through, is a valid Sudoku. So an unsolvable corruption can never count. We also report how
+often every output cell still matches the original solution.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+import torch
+
+from satground.config import load_params, param, run_stage
+from satground.data import Boards, load_boards
+from satground.io import atomic_write, pick_device, save_json, save_text, seed_everything
+from satground.models import load_solver
+from satground.sudoku import count_solutions_many
+from satground.training import output_metrics, predict, predicted_digits, subset
+
+
+def inject_errors(boards: Boards, n_errors: int, rng: np.random.Generator) -> Boards:
+    """A copy of `boards` (grounded view) with n_errors given cells per board set to another
+    digit, drawn uniformly (boards with fewer givens get all of theirs changed)."""
+    K = boards.n_digits
+    labels = boards.labels.numpy().copy()
+    for b in range(len(labels)):
+        givens = np.flatnonzero(boards.is_input[b].numpy())
+        cells = rng.choice(givens, size=min(n_errors, len(givens)), replace=False)
+        shift = rng.integers(1, K, size=len(cells))  # 1..K-1: never the same digit
+        labels[b, cells] = (labels[b, cells].astype(np.int64) - 1 + shift) % K + 1
+    return Boards(boards.board_size, boards.images, boards.cell_image, boards.is_input,
+                  torch.from_numpy(labels))
+
+
+def scores_by_solvability(model, boards: Boards, batch_size: int, device) -> dict:
+    puzzles = (boards.labels * boards.is_input).numpy().astype(np.uint8)
+    solvable = count_solutions_many(puzzles, boards.board_size, limit=1) > 0
+    digits = predicted_digits(predict(model, boards, batch_size, device), boards.n_digits)
+    result = {}
+    for name, group in (("solvable", solvable), ("unsolvable", ~solvable)):
+        idx = torch.from_numpy(np.flatnonzero(group))
+        entry = {"n_boards": int(len(idx))}
+        if len(idx):
+            scores = output_metrics(digits[idx], subset(boards, idx))
+            entry.update(board_accuracy=scores["valid_grid_rate"],
+                         output_board_accuracy=scores["output_board_accuracy"],
+                         output_cell_accuracy=scores["output_cell_accuracy"])
+        result[name] = entry
+    return result
+
+
+def table(results: dict) -> pd.DataFrame:
+    rows = []
+    for model_name, by_errors in results.items():
+        for n_errors, groups in by_errors.items():
+            row = {"model": model_name, "injected_errors": int(n_errors)}
+            for group, entry in groups.items():
+                accuracy = entry.get("board_accuracy")
+                row[f"{group}_board_accuracy_pct"] = None if accuracy is None else round(100 * accuracy, 1)
+                row[f"{group}_boards"] = entry["n_boards"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--model", default="models/nonvisual.pt")
+    parser.add_argument("--proofread-model", default="models/nonvisual_proofread.pt")
+    parser.add_argument("--metrics-out", default="metrics/error_injection.json")
+    parser.add_argument("--table-out", default="metrics/error_injection.md")
+    parser.add_argument("--csv-out", default="metrics/error_injection.csv")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    seed = param(params, "seed", int, default=0)
+    device = pick_device(param(params, "device", str, default="auto"))
+    max_errors = param(params, "error_injection.max_errors", int, low=1)
+    batch_size = param(params, "error_injection.batch_size", int, low=1)
+
+    seed_everything(seed)
+    test = load_boards(args.prepared, "test", view="grounded")
+    models = {"no_proofreader": load_solver(args.model).to(device),
+              "proofreader": load_solver(args.proofread_model).to(device)}
+    corrupted = {n: inject_errors(test, n, np.random.default_rng([seed, n])) if n else test
+                 for n in range(max_errors + 1)}
+    results = {name: {str(n): scores_by_solvability(model, boards, batch_size, device)
+                      for n, boards in corrupted.items()}
+               for name, model in models.items()}
+
+    save_json(results, args.metrics_out)
+    frame = table(results)
+    save_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n",
+              args.table_out)
+    with atomic_write(args.csv_out) as tmp:
+        frame.to_csv(tmp, index=False)
+    one = results["no_proofreader"]["1"]["solvable"].get("board_accuracy")
+    print(f"error injection: {len(test)} test boards x {max_errors} error counts; one error, "
+          f"solvable: {'n/a' if one is None else f'{100 * one:.1f} %'} boards solved")
+
+
+if __name__ == "__main__":
+    run_stage(main)

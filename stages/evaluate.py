@@ -1,0 +1,160 @@
+"""Evaluation on the test boards: our model with and without proofreader, the self-grounded phase,
+and the results table (paper Tables 1 and 3) with the baselines' rows.
+
+The only stage of our method that reads the test solution and the evaluation truth: board
+accuracy is exact match with the true solution; the valid-grid rate is the authors' count
+(the predicted grid is a valid Sudoku); per-cell accuracy is over all cells; visual accuracy
+over input cells. The learned permutation is checked against the best one-to-one matching of
+the classifier's clusters to the true digits of the test images.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from satground.config import load_params, param, run_stage
+from satground.data import given_image_indices, load_boards, load_truth
+from satground.grounding import hard_permutation
+from satground.io import PipelineError, atomic_write, pick_device, save_json, save_text, seed_everything
+from satground.lenet import predict as classify
+from satground.metrics import best_matching, clustering_accuracy
+from satground.models import load_solver
+from satground.training import predict, predicted_digits, solution_metrics
+
+# (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
+PAPER = {
+    ("Original SATNet", "grounded", "no"): (66.5, 98.8, 99.0),
+    ("Original SATNet", "grounded", "yes"): (67.6, 98.6, 99.0),
+    ("Original SATNet", "ungrounded", "no"): (0.0, 11.2, 11.6),
+    ("Ours", "ungrounded", "no"): (62.8, 98.6, 98.9),
+    ("Ours", "ungrounded", "yes"): (64.8, 98.4, 98.9),
+    ("Original non-visual", "symbols", "no"): (96.6, 99.9, None),
+    ("Original non-visual", "symbols", "yes"): (97.1, 99.9, None),
+}
+
+
+def read_json(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: metrics not found (run the stage that produces it)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise PipelineError(f"{path}: not valid JSON ({exc})") from None
+
+
+def results_table(rows: dict) -> pd.DataFrame:
+    """rows: (model, data, proofreader) -> metrics dict of fractions."""
+    def pct(x):
+        return None if x is None else round(100 * x, 1)
+
+    records = []
+    for (model, data, proofreader), scores in rows.items():
+        paper = PAPER.get((model, data, proofreader), (None, None, None))
+        records.append({
+            "model": model, "data": data, "proofreader": proofreader,
+            "board_accuracy_pct": pct(scores["board_accuracy"]),
+            "valid_grid_pct": pct(scores["valid_grid_rate"]),
+            "cell_accuracy_pct": pct(scores["cell_accuracy"]),
+            "visual_accuracy_pct": None if data == "symbols" else pct(scores["visual_accuracy"]),
+            "paper_board_pct": paper[0], "paper_cell_pct": paper[1], "paper_visual_pct": paper[2],
+        })
+    return pd.DataFrame(records)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--ground", default="models/ground.pt")
+    parser.add_argument("--permutation", default="models/permutation.json")
+    parser.add_argument("--solver", default="models/solver.pt")
+    parser.add_argument("--solver-proofread", default="models/solver_proofread.pt")
+    parser.add_argument("--baseline-grounded", default="metrics/baseline_grounded.json")
+    parser.add_argument("--baseline-ungrounded", default="metrics/baseline_ungrounded.json")
+    parser.add_argument("--baseline-nonvisual", default="metrics/baseline_nonvisual.json")
+    parser.add_argument("--skip-baselines", action="store_true", help="table without baseline rows")
+    parser.add_argument("--metrics-out", default="metrics/evaluate.json")
+    parser.add_argument("--table-out", default="metrics/results.md")
+    parser.add_argument("--csv-out", default="metrics/results.csv")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    seed = param(params, "seed", int, default=0)
+    device = pick_device(param(params, "device", str, default="auto"))
+    batch_size = param(params, "evaluate.batch_size", int, low=1)
+
+    seed_everything(seed)
+    test = load_boards(args.prepared, "test")
+    solution = load_boards(args.prepared, "test", view="grounded").labels
+    truth = load_truth(args.prepared, "test")
+    K = test.n_digits
+
+    def scores(model, perm=None, output_perm=None):
+        """Exact-match scores; perm / output_perm relabel given / output cells from clusters."""
+        probs = predict(model.to(device), test, batch_size, device)
+        digits = predicted_digits(probs, K, perm)
+        if output_perm is not None:
+            digits = torch.where(test.is_input, digits, predicted_digits(probs, K, output_perm))
+        return solution_metrics(digits, solution, test)
+
+    ours = {"no_proofreader": scores(load_solver(args.solver)),
+            "proofreader": scores(load_solver(args.solver_proofread))}
+
+    # self-grounded phase: its model speaks clusters; read it through the learned permutation
+    saved_perm = read_json(args.permutation)
+    try:
+        perm = torch.tensor(saved_perm["permutation"], dtype=torch.long)
+        output_perm = torch.tensor(saved_perm.get("output_permutation", saved_perm["permutation"]))
+        soft = torch.tensor(saved_perm["soft_permutation"], dtype=torch.float)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PipelineError(f"{args.permutation}: missing or bad permutation ({exc})") from None
+    ground_model = load_solver(args.ground)
+    ground = scores(ground_model, perm, output_perm)
+
+    # the true cluster -> digit matching of the frozen distilled classifier (in ground.pt) on the
+    # test images: truth used to report only
+    pool = given_image_indices(test)
+    clusters = classify(ground_model.classifier.to(device), test.images[pool]).numpy()
+    digits = truth["image_labels"][pool].long().numpy() - 1
+    true_perm = torch.from_numpy(best_matching(clusters, digits, K, K))
+    grounding = {
+        "clustering_accuracy": clustering_accuracy(clusters, digits, K, K),
+        "permutation_correct": bool(torch.equal(perm, true_perm)),
+        "output_permutation_correct": bool(torch.equal(output_perm, true_perm)),
+        "argmax_correct": bool(torch.equal(hard_permutation(soft, "argmax"), true_perm)),
+        "hungarian_correct": bool(torch.equal(hard_permutation(soft, "hungarian"), true_perm)),
+        "true_permutation": true_perm.tolist(),
+        **{f"phase_{k}": v for k, v in ground.items()},
+    }
+    save_json({"ours": ours, "ground": grounding}, args.metrics_out)
+
+    rows = {}
+    if not args.skip_baselines:
+        for view, path in (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded)):
+            for key, value in read_json(path).items():
+                rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
+    rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
+    rows[("Ours", "ungrounded", "yes")] = ours["proofreader"]
+    if not args.skip_baselines:
+        for key, value in read_json(args.baseline_nonvisual).items():
+            rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
+    try:
+        frame = results_table(rows)
+    except (KeyError, TypeError) as exc:
+        raise PipelineError(f"baseline metrics lack a score ({exc}): rerun the baseline stages") from None
+    save_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n",
+              args.table_out)
+    with atomic_write(args.csv_out) as tmp:
+        frame.to_csv(tmp, index=False)
+    print(f"evaluate: {len(test)} test boards; ours {100 * ours['no_proofreader']['board_accuracy']:.1f} % "
+          f"boards, {100 * ours['proofreader']['board_accuracy']:.1f} % with proofreader; permutation "
+          f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

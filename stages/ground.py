@@ -1,0 +1,175 @@
+"""Self-grounded training: learn which cluster is which digit through SATNet (paper sec. 3.2).
+
+The distilled classifier is frozen; SATNet is trained on the ungrounded training boards with
+the Symbol Grounding Loss over output cells. After each epoch the epoch's mean P_hat gives the
+current hard permutation, and the per-cell accuracy of held-out training boards (output cells,
+read through that permutation) decides early stopping. Input-cell labels are never read.
+
+P_hat maps SATNet's output encoding to digits. With ground.align_inputs (our addition, label
+free) the permutation is then moved to the classifier's encoding by the relabelling that
+SATNet's outputs show against their peer givens (satground.grounding.align_to_inputs); it is
+the identity, changing nothing, when SATNet numbers outputs like inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+
+import torch
+
+from satground.config import load_params, param, run_stage
+from satground.data import load_boards
+from satground.grounding import (ASSIGNMENTS, PermutationAccumulator, align_to_inputs,
+                                 hard_permutation, is_permutation, peer_cooccurrence)
+from satground.io import PipelineError, pick_device, save_figure, save_json, save_torch, seed_everything
+from satground.lenet import load_lenet
+from satground.losses import APPROXMAX
+from satground.models import SymbolicSolver, VisualSolver, checkpoint
+from satground.training import (freeze, grounding_epoch_metrics, grounding_loss, open_live,
+                                predict, predicted_digits, split_boards, train_epoch)
+
+
+def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    K = P.shape[0]
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * K, 1.0 + 0.45 * K))
+    image = ax.imshow(P.numpy(), cmap="viridis", vmin=0, vmax=max(float(P.max()), 1e-6))
+    ax.scatter(perm.numpy(), range(K), marker="x", color="red", s=30, label="hard permutation")
+    ax.set_xticks(range(K), [str(d + 1) for d in range(K)])
+    ax.set_yticks(range(K), [str(c) for c in range(K)])
+    ax.set_xlabel("digit (label encoding)")
+    ax.set_ylabel("cluster (pre-trained encoding)")
+    ax.set_title("Soft permutation P_hat (epoch mean)", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=7, frameon=False)
+    return fig
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--classifier", default="models/lenet.pt")
+    parser.add_argument("--model-out", default="models/ground.pt")
+    parser.add_argument("--permutation-out", default="models/permutation.json")
+    parser.add_argument("--plot-out", default="plots/permutation.png")
+    parser.add_argument("--metrics-out", default="metrics/ground.json")
+    parser.add_argument("--live-dir", default="metrics/ground")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    seed = param(params, "seed", int, default=0)
+    device = pick_device(param(params, "device", str, default="auto"))
+    m = param(params, "satnet.m", int, low=1)
+    aux = param(params, "satnet.aux", int, low=0)
+    max_iter = param(params, "satnet.max_iter", int, low=1)
+    epochs = param(params, "ground.epochs", int, low=1)
+    patience = param(params, "ground.patience", int, low=1)
+    lr = param(params, "ground.lr", float, low=0.0)
+    batch_size = param(params, "ground.batch_size", int, low=1)
+    approxmax = param(params, "ground.approxmax", str, choices=APPROXMAX)
+    temperature = param(params, "ground.temperature", float, low=1e-6, default=0.1)
+    output_softmax = param(params, "ground.output_softmax", bool)
+    val_fraction = param(params, "ground.val_fraction", float, low=0.0, high=0.9)
+    assignment = param(params, "ground.assignment", str, choices=ASSIGNMENTS)
+    align_inputs = param(params, "ground.align_inputs", bool)
+
+    generator = seed_everything(seed)
+    boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it
+    K = boards.n_digits
+    try:
+        train, val = split_boards(boards, val_fraction, generator)
+    except ValueError as exc:
+        raise PipelineError(f"params.yaml: 'ground.val_fraction': {exc}") from None
+    classifier = load_lenet(args.classifier)
+    if classifier.n_classes != K:
+        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
+                            f"boards have {K} digits")
+    freeze(classifier)
+    solver = SymbolicSolver(boards.board_size, m, aux, max_iter, zero_input_outputs=True,
+                            output_softmax=output_softmax)
+    model = VisualSolver(classifier, solver).to(device)
+    optimizer = torch.optim.Adam(solver.parameters(), lr=lr)
+
+    live = open_live(args.live_dir)
+    best = None
+    waited = 0
+    for epoch in range(1, epochs + 1):
+        accumulator = PermutationAccumulator(K)
+        loss = train_epoch(model, train, optimizer, grounding_loss(approxmax, temperature, accumulator),
+                           batch_size, device, generator, desc=f"ground {epoch}")
+        P = accumulator.mean()
+        argmax = hard_permutation(P, "argmax")
+        # early stopping reads predictions through the current hard permutation
+        perm = argmax if assignment == "argmax" else hard_permutation(P, "hungarian")
+        scores = grounding_epoch_metrics(model, val, perm, batch_size, device)
+        for name, value in {"train_loss": loss, **{f"val_{k}": v for k, v in scores.items()},
+                            "argmax_is_permutation": float(is_permutation(argmax))}.items():
+            live.log_metric(name, value)
+        live.next_step()
+        print(f"ground {epoch}/{epochs}: L_SG {loss:.4f}, val output-cell accuracy "
+              f"{scores['output_cell_accuracy']:.3f}, argmax {argmax.tolist()}")
+        if best is None or scores["output_cell_accuracy"] > best["scores"]["output_cell_accuracy"]:
+            best = {"epoch": epoch, "scores": scores, "P": P, "loss": loss,
+                    "state": copy.deepcopy(solver.state_dict())}
+            waited = 0
+        else:
+            waited += 1
+            if waited >= patience:
+                break
+    live.end()
+
+    solver.load_state_dict(best["state"])
+    P = best["P"]
+    argmax = hard_permutation(P, "argmax")
+    hungarian = hard_permutation(P, "hungarian")
+    argmax_ok = is_permutation(argmax)
+    # Folding needs a one-to-one map: when arg max sends two clusters to one digit, fall back
+    # to the Hungarian matching of the same matrix (and say so).
+    output_perm = argmax if assignment == "argmax" and argmax_ok else hungarian
+    used = "argmax" if assignment == "argmax" and argmax_ok else "hungarian"
+    # P_hat speaks SATNet's output encoding; find how it relabels the classifier's (label-free)
+    val_clusters = predicted_digits(predict(model, val, batch_size, device, desc="align"), K) - 1
+    cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
+    aligned, rho = align_to_inputs(output_perm, cooccurrence)
+    chosen = aligned if align_inputs else output_perm
+
+    save_torch(checkpoint(model.cpu()), args.model_out)
+    save_json({
+        "permutation": chosen.tolist(),
+        "cluster_to_digit": {str(c): int(d) + 1 for c, d in enumerate(chosen.tolist())},
+        "assignment": used,
+        "argmax": argmax.tolist(),
+        "hungarian": hungarian.tolist(),
+        "argmax_is_permutation": argmax_ok,
+        "output_permutation": output_perm.tolist(),
+        "output_to_input": rho.tolist(),
+        "aligned_to_inputs": align_inputs,
+        "soft_permutation": [[round(float(x), 6) for x in row] for row in P],
+        "peer_cooccurrence": cooccurrence.tolist(),
+        "best_epoch": best["epoch"],
+    }, args.permutation_out)
+    save_figure(plot_permutation(P, output_perm), args.plot_out)
+    metrics = {
+        "val_output_cell_accuracy": best["scores"]["output_cell_accuracy"],
+        "val_valid_grid_rate": best["scores"]["valid_grid_rate"],
+        "val_given_conflict_rate": best["scores"]["given_conflict_rate"],
+        "train_loss": best["loss"],
+        "best_epoch": best["epoch"],
+        "epochs_run": epoch,
+        "argmax_is_permutation": argmax_ok,
+        "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
+        "outputs_numbered_like_inputs": bool(torch.equal(rho, torch.arange(K))),
+    }
+    save_json(metrics, args.metrics_out)
+    print(f"ground: best epoch {best['epoch']}/{epoch}, val output-cell accuracy "
+          f"{metrics['val_output_cell_accuracy']:.3f}, cluster->digit {chosen.tolist()} ({used}"
+          f"{', aligned to inputs' if align_inputs else ''}; outputs->inputs {rho.tolist()})")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,112 @@
+"""Full training (paper sec. 3.2, second step): fold the learned permutation into the classifier,
+then train SATNet and the classifier with BCE on the output cells of the ungrounded boards.
+
+The classifier then speaks digits instead of clusters. SATNet continues from the self-grounded
+phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
+or that SATNet numbered its outputs unlike its inputs (see satground.grounding).
+Test scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from satground.config import load_params, param, run_stage
+from satground.data import load_boards
+from satground.grounding import fold_into_classifier, fold_into_satnet, is_permutation
+from satground.io import PipelineError, pick_device, save_json, save_torch, seed_everything
+from satground.lenet import load_lenet
+from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.training import bce_loss, fit, open_live
+
+
+def load_permutation(path, n_digits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(permutation to fold into the classifier, permutation of SATNet's output encoding)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: permutation not found (run the ground stage)")
+    try:
+        saved = json.loads(path.read_text())
+        perms = [torch.tensor(saved["permutation"], dtype=torch.long),
+                 torch.tensor(saved.get("output_permutation", saved["permutation"]), dtype=torch.long)]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PipelineError(f"{path}: no readable 'permutation' list ({exc})") from None
+    for perm in perms:
+        if len(perm) != n_digits or not is_permutation(perm):
+            raise PipelineError(f"{path}: permutations must be permutations of 0..{n_digits - 1}, "
+                                f"got {perm.tolist()}")
+    return perms[0], perms[1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--classifier", default="models/lenet.pt")
+    parser.add_argument("--ground", default="models/ground.pt")
+    parser.add_argument("--permutation", default="models/permutation.json")
+    parser.add_argument("--model-out", default="models/solver.pt")
+    parser.add_argument("--metrics-out", default="metrics/train.json")
+    parser.add_argument("--live-dir", default="metrics/train")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    seed = param(params, "seed", int, default=0)
+    device = pick_device(param(params, "device", str, default="auto"))
+    m = param(params, "satnet.m", int, low=1)
+    aux = param(params, "satnet.aux", int, low=0)
+    max_iter = param(params, "satnet.max_iter", int, low=1)
+    epochs = param(params, "train.epochs", int, low=1)
+    batch_size = param(params, "train.batch_size", int, low=1)
+    satnet_lr = param(params, "train.satnet_lr", float, low=0.0)
+    classifier_lr = param(params, "train.classifier_lr", float, low=0.0)
+    init_from_ground = param(params, "train.init_from_ground", bool)
+
+    generator = seed_everything(seed)
+    train = load_boards(args.prepared, "train")  # ungrounded views only
+    test = load_boards(args.prepared, "test")
+    K = train.n_digits
+    perm, output_perm = load_permutation(args.permutation, K)
+
+    classifier = load_lenet(args.classifier)
+    if classifier.n_classes != K:
+        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
+                            f"boards have {K} digits")
+    fold_into_classifier(classifier, perm)
+    solver = SymbolicSolver(train.board_size, m, aux, max_iter, zero_input_outputs=True)
+    # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
+    # alignment moved the permutation) has no single relabelling of its variables that keeps
+    # it working: train a fresh one instead.
+    from_ground = init_from_ground and torch.equal(perm, output_perm)
+    if init_from_ground and not from_ground:
+        print("train: the self-grounded SATNet numbers outputs unlike inputs; starting SATNet afresh")
+    if from_ground:
+        grounded = load_solver(args.ground).solver
+        if (grounded.satnet.S.shape != solver.satnet.S.shape
+                or grounded.board_size != train.board_size):
+            raise PipelineError(f"{args.ground}: SATNet of shape {tuple(grounded.satnet.S.shape)} "
+                                f"does not match satnet.m/aux ({tuple(solver.satnet.S.shape)})")
+        solver.satnet.load_state_dict(grounded.satnet.state_dict())
+        fold_into_satnet(solver.satnet, perm, K)
+    model = VisualSolver(classifier, solver).to(device)
+    optimizer = torch.optim.Adam([
+        {"params": solver.parameters(), "lr": satnet_lr},
+        {"params": classifier.parameters(), "lr": classifier_lr},
+    ])
+
+    live = open_live(args.live_dir)
+    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
+               device, generator, live, desc="train")
+    live.end()
+
+    save_torch(checkpoint(model.cpu()), args.model_out)
+    save_json({**last, "satnet_from_ground": from_ground}, args.metrics_out)
+    print(f"train: {epochs} epochs, loss {last['train_loss']:.4f}, test output-cell accuracy "
+          f"{last['test_output_cell_accuracy']:.3f}, valid grids {last['test_valid_grid_rate']:.3f}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

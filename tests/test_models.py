@@ -1,0 +1,115 @@
+"""The proofreader, the symbolic and visual solvers, and solver checkpoints (4x4 boards)."""
+import pytest
+import torch
+
+from satground.io import PipelineError, save_torch
+from satground.lenet import LeNet
+from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
+                              checkpoint, load_solver)
+
+torch.set_num_threads(1)
+K, C = 4, 16  # 4x4 boards
+
+
+def random_board_probs(B, gen, sharp=3.0):
+    return torch.softmax(sharp * torch.randn(B, C, K, generator=gen), dim=2).reshape(B, C * K)
+
+
+def test_proofreader_starts_as_the_identity_on_one_hot_and_near_one_hot_cells():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    for n_digits, n_cells in ((4, 16), (9, 81)):
+        proofreader = Proofreader(n_cells, n_digits)
+        digits = torch.randint(0, n_digits, (8, n_cells), generator=gen)
+        one_hot = torch.nn.functional.one_hot(digits, n_digits).float().reshape(8, -1)
+        with torch.no_grad():
+            # exact one-hot cells come out one-hot up to (K-1) exp(-10) ~ 4e-4
+            assert (proofreader(one_hot) - one_hot).abs().max() < 1e-3
+            near = 0.999 * one_hot + 0.001 / n_digits
+            assert (proofreader(near) - near).abs().max() < 2e-3
+            uniform = torch.full_like(one_hot, 1.0 / n_digits)  # an undecided cell stays undecided
+            assert (proofreader(uniform) - uniform).abs().max() < 1e-3
+            # and any cell keeps its most likely digit
+            soft = torch.softmax(torch.randn(8, n_cells, n_digits, generator=gen), 2).reshape(8, -1)
+            out = proofreader(soft)
+        assert torch.equal(out.reshape(8, n_cells, n_digits).argmax(2),
+                           soft.reshape(8, n_cells, n_digits).argmax(2))
+        sums = out.reshape(8, n_cells, n_digits).sum(2)
+        assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
+
+
+@pytest.mark.parametrize("output_softmax", [False, True])
+def test_ungrounded_solver_returns_its_input_probabilities_at_given_cells(output_softmax):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    solver = SymbolicSolver(2, m=30, aux=5, max_iter=10, zero_input_outputs=True,
+                            output_softmax=output_softmax)
+    is_input = torch.rand(3, C, generator=gen) < 0.4
+    z = random_board_probs(3, gen)
+    out = solver(z, is_input)
+    var_input = is_input.repeat_interleave(K, dim=1)
+    assert out.shape == (3, C * K)
+    assert torch.equal(out[var_input], z[var_input])  # Appendix B: the classifier's values
+    assert ((out >= 0) & (out <= 1)).all()
+    if output_softmax:
+        sums = out.reshape(3, C, K).sum(2)[~is_input]
+        assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
+
+
+def test_original_solver_passes_inputs_through_satnet():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2)
+    solver = SymbolicSolver(2, m=30, aux=5, max_iter=10, zero_input_outputs=False)
+    is_input = torch.rand(2, C, generator=gen) < 0.4
+    z = random_board_probs(2, gen).requires_grad_(True)
+    out = solver(z, is_input)
+    var_input = is_input.repeat_interleave(K, dim=1)
+    assert torch.allclose(out[var_input], z[var_input])
+    # a loss on the given cells reaches the inputs directly: the label-leakage path
+    out[var_input].sum().backward()
+    assert (z.grad[var_input] != 0).any()
+
+
+def test_visual_solver_places_classifier_probabilities_and_trains_it_through_satnet():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(3)
+    model = VisualSolver(LeNet(K), SymbolicSolver(2, m=30, aux=5, max_iter=10))
+    is_input = torch.rand(2, C, generator=gen) < 0.4
+    images = torch.randint(0, 256, (int(is_input.sum()), 28, 28), dtype=torch.uint8, generator=gen)
+    probs = model.input_probs(images, is_input)
+    blocks = probs.reshape(2, C, K)
+    assert torch.allclose(blocks[is_input].sum(1), torch.ones(int(is_input.sum())), atol=1e-6)
+    assert (blocks[~is_input] == 0).all()
+    out = model(images, is_input)
+    # a loss on output cells only still trains the classifier, through SATNet's input gradient
+    out.reshape(2, C, K)[~is_input].pow(2).sum().backward()
+    assert model.classifier.fc2.weight.grad.abs().sum() > 0
+    assert model.solver.satnet.S.grad.abs().sum() > 0
+
+
+def test_add_trainable_proofreader_freezes_everything_else():
+    model = VisualSolver(LeNet(K), SymbolicSolver(2, m=30, aux=5, max_iter=10))
+    proofreader = add_trainable_proofreader(model)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"solver.proofreader.linear.weight", "solver.proofreader.linear.bias"}
+    assert model.solver.proofreader is proofreader
+
+
+def test_checkpoint_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = VisualSolver(LeNet(K), SymbolicSolver(2, m=30, aux=5, max_iter=7, output_softmax=True))
+    model.solver.add_proofreader()
+    save_torch(checkpoint(model), tmp_path / "m.pt")
+    loaded = load_solver(tmp_path / "m.pt")
+    assert isinstance(loaded, VisualSolver) and loaded.solver.output_softmax
+    assert loaded.solver.satnet.max_iter == 7 and loaded.solver.proofreader is not None
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    symbolic = SymbolicSolver(2, m=30, aux=5)
+    save_torch(checkpoint(symbolic), tmp_path / "s.pt")
+    assert isinstance(load_solver(tmp_path / "s.pt"), SymbolicSolver)
+    save_torch({"kind": "visual"}, tmp_path / "bad.pt")
+    with pytest.raises(PipelineError, match="bad.pt"):
+        load_solver(tmp_path / "bad.pt")
+    with pytest.raises(PipelineError, match="missing.pt"):
+        load_solver(tmp_path / "missing.pt")

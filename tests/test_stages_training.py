@@ -1,0 +1,229 @@
+"""The ground / train / proofread / evaluate / baseline / error-injection stages on tiny 4x4 data.
+
+The key check: the stages of our (ungrounded) method run to the end on a prepared folder that
+holds no *_grounded.pt or *_truth.pt file at all, and a spy on every file they open confirms
+they never try; evaluate is the stage that needs them.
+"""
+import builtins
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from satground.data import build_visual_boards, load_boards, save_prepared, split_files
+from satground.io import PipelineError
+from satground.lenet import LeNet, save_lenet, train_epoch
+
+REPO = Path(__file__).resolve().parents[1]
+K = 4
+PLANTED = torch.tensor([2, 0, 3, 1])  # digit d (0-based) is cluster PLANTED[d]
+
+torch.set_num_threads(1)
+
+
+def stage(name):
+    """Import stages/<name>.py under a private module name (stage names are generic)."""
+    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def square_images(digits, rng):
+    """Easy 'digits': digit d is a bright square in quadrant d-1 over noise."""
+    images = rng.integers(0, 40, size=(len(digits), 28, 28)).astype(np.uint8)
+    for i, d in enumerate(digits):
+        r, c = 2 + 14 * ((d - 1) // 2), 2 + 14 * ((d - 1) % 2)
+        images[i, r:r + 10, c:c + 10] = rng.integers(180, 256, size=(10, 10))
+    return images
+
+
+def make_prepared(root: Path, n_train=48, n_test=16):
+    """Prepared 4x4 boards in the data contract (unique-solution puzzles) + a distilled LeNet
+    whose clusters are the digits relabelled by PLANTED."""
+    from satground.sudoku import generate_puzzles
+
+    rng = np.random.default_rng(0)
+    puzzles, solutions = generate_puzzles(n_train + n_test, 2, seed=0)
+    files = {}
+    for split, rows in (("train", slice(0, n_train)), ("test", slice(n_train, n_train + n_test))):
+        digits = np.repeat(np.arange(1, K + 1), 12).astype(np.uint8)
+        rng.shuffle(digits)
+        images = square_images(digits, rng)
+        boards = build_visual_boards(puzzles[rows], solutions[rows], images, digits, 2, seed=1)
+        files.update(split_files(split, boards, digits))
+        if split == "train":
+            train_images, train_digits = torch.from_numpy(images), torch.from_numpy(digits).long()
+    save_prepared(root / "data" / "prepared", files)
+    torch.manual_seed(0)
+    net = LeNet(K)
+    optimizer = torch.optim.Adam(net.parameters(), lr=2e-3)
+    for _ in range(4):
+        train_epoch(net, optimizer, train_images, PLANTED[train_digits - 1], 16,
+                    torch.Generator().manual_seed(0))
+    save_lenet(net, root / "models" / "lenet.pt")
+
+
+PARAMS = {
+    "seed": 0, "device": "cpu",
+    "satnet": {"m": 40, "aux": 8, "max_iter": 10},
+    "ground": {"epochs": 3, "patience": 1, "lr": 2e-3, "batch_size": 16, "approxmax": "l2",
+               "temperature": 0.1, "output_softmax": True, "val_fraction": 0.25,
+               "assignment": "hungarian", "align_inputs": True},
+    "train": {"epochs": 1, "batch_size": 16, "satnet_lr": 2e-3, "classifier_lr": 1e-5,
+              "init_from_ground": True},
+    "proofread": {"epochs": 1, "batch_size": 16, "lr": 2e-3},
+    "evaluate": {"batch_size": 16},
+    "baseline_visual": {"epochs": 1, "batch_size": 16, "satnet_lr": 2e-3, "classifier_lr": 1e-5,
+                        "proofread_epochs": 1},
+    "baseline_nonvisual": {"epochs": 1, "batch_size": 16, "lr": 2e-3, "proofread_epochs": 1},
+    "error_injection": {"max_errors": 2, "batch_size": 16},
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A work folder with the full prepared data, run from inside it (dvclive looks for a
+    DVC/Git repo from the working directory: there is none here)."""
+    root = tmp_path_factory.mktemp("pipeline")
+    make_prepared(root)
+    (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    old = os.getcwd()
+    os.chdir(root)
+    yield root
+    os.chdir(old)
+
+
+@pytest.fixture(scope="module")
+def ungrounded_run(workdir):
+    """Run ground, train and proofread on a copy of the prepared folder without the grounded
+    and truth files, recording every file opened."""
+    blind = workdir / "blind"
+    blind.mkdir()
+    for name in ("train.pt", "test.pt"):
+        shutil.copy(workdir / "data" / "prepared" / name, blind / name)
+    opened = []
+    real_open, real_load = builtins.open, torch.load
+
+    def spy_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    def spy_load(f, *args, **kwargs):
+        opened.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(builtins, "open", spy_open)
+    mp.setattr(torch, "load", spy_load)
+    try:
+        stage("ground").main(["--prepared", str(blind)])
+        stage("train").main(["--prepared", str(blind)])
+        stage("proofread").main(["--prepared", str(blind)])
+    finally:
+        mp.undo()
+    return {"blind": blind, "opened": opened}
+
+
+def test_ungrounded_path_never_reads_input_labels(workdir, ungrounded_run):
+    opened = ungrounded_run["opened"]
+    assert any(path.endswith("train.pt") for path in opened)  # the spy saw the data
+    assert not [p for p in opened if "_grounded" in p or "_truth" in p]
+    # the ungrounded files themselves carry no input-cell label
+    for split in ("train", "test"):
+        boards = load_boards(ungrounded_run["blind"], split)
+        assert (boards.labels[boards.is_input] == 0).all()
+    for path in ("models/ground.pt", "models/permutation.json", "plots/permutation.png",
+                 "metrics/ground.json", "models/solver.pt", "metrics/train.json",
+                 "models/solver_proofread.pt", "metrics/proofread.json"):
+        assert (workdir / path).is_file(), path
+    # evaluation is the stage that needs the truth: without it, a one-line error naming the file
+    with pytest.raises(PipelineError, match="test_grounded.pt"):
+        stage("evaluate").main(["--prepared", str(ungrounded_run["blind"]), "--skip-baselines"])
+
+
+def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_run):
+    saved = json.loads((workdir / "models/permutation.json").read_text())
+    perm = saved["permutation"]
+    assert sorted(perm) == list(range(K))
+    assert np.array(saved["soft_permutation"]).shape == (K, K)
+    assert saved["assignment"] == "hungarian" and sorted(saved["hungarian"]) == list(range(K))
+    assert saved["cluster_to_digit"] == {str(c): d + 1 for c, d in enumerate(perm)}
+    metrics = json.loads((workdir / "metrics/ground.json").read_text())
+    assert 0.0 <= metrics["val_output_cell_accuracy"] <= 1.0
+    assert 1 <= metrics["best_epoch"] <= metrics["epochs_run"] <= PARAMS["ground"]["epochs"]
+    train = json.loads((workdir / "metrics/train.json").read_text())
+    assert {"train_loss", "test_output_cell_accuracy", "test_output_board_accuracy",
+            "test_valid_grid_rate"} <= set(train)
+
+
+def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
+    stage("baseline_visual").main(["--view", "grounded"])
+    stage("baseline_visual").main(["--view", "ungrounded"])
+    stage("baseline_nonvisual").main([])
+    stage("error_injection").main([])
+    stage("evaluate").main([])
+
+    evaluation = json.loads((workdir / "metrics/evaluate.json").read_text())
+    for variant in ("no_proofreader", "proofreader"):
+        scores = evaluation["ours"][variant]
+        assert {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"} <= set(scores)
+        assert scores["board_accuracy"] <= scores["valid_grid_rate"] + 1e-9  # exact match is stricter
+    ground = evaluation["ground"]
+    # the distilled LeNet learned the planted clusters, so the truth matching is PLANTED inverted
+    assert ground["true_permutation"] == torch.argsort(PLANTED).tolist()
+    assert ground["permutation_correct"] == (
+        json.loads((workdir / "models/permutation.json").read_text())["permutation"]
+        == ground["true_permutation"])
+
+    table = (workdir / "metrics/results.csv").read_text().splitlines()
+    assert len(table) == 1 + 8  # header + 2 grounded + 2 ungrounded baselines + 2 ours + 2 non-visual
+    assert "Ours,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
+    assert (workdir / "metrics/results.md").read_text().startswith("| model")
+
+    injection = json.loads((workdir / "metrics/error_injection.json").read_text())
+    n_test = len(load_boards(workdir / "data/prepared", "test"))
+    for model in ("no_proofreader", "proofreader"):
+        assert set(injection[model]) == {"0", "1", "2"}
+        for groups in injection[model].values():
+            assert groups["solvable"]["n_boards"] + groups["unsolvable"]["n_boards"] == n_test
+        assert injection[model]["0"]["unsolvable"]["n_boards"] == 0
+
+
+def test_inject_errors_changes_exactly_n_given_digits():
+    module = stage("error_injection")
+    from satground.data import Boards
+
+    gen = np.random.default_rng(0)
+    labels = torch.from_numpy(gen.integers(1, K + 1, size=(30, 16)).astype(np.uint8))
+    is_input = torch.from_numpy(gen.random((30, 16)) < 0.4)
+    is_input[:, 0] = True
+    boards = Boards(2, torch.zeros(1, 28, 28, dtype=torch.uint8), torch.zeros(30, 16, dtype=torch.long),
+                    is_input, labels)
+    for n in (1, 2, 3):
+        corrupted = module.inject_errors(boards, n, np.random.default_rng(n))
+        changed = corrupted.labels != labels
+        assert not changed[~is_input].any()
+        assert torch.equal(changed.sum(1), torch.clamp(is_input.sum(1), max=n))
+        assert ((corrupted.labels >= 1) & (corrupted.labels <= K)).all()
+
+
+def test_parameter_and_input_errors_are_one_line_and_named(workdir, tmp_path):
+    bad = dict(PARAMS, ground=dict(PARAMS["ground"], approxmax="mean"))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(PipelineError, match="ground.approxmax"):
+        stage("ground").main(["--params", str(tmp_path / "bad.yaml")])
+    save_lenet(LeNet(9), tmp_path / "lenet9.pt")
+    with pytest.raises(PipelineError, match="lenet9.pt"):
+        stage("ground").main(["--classifier", str(tmp_path / "lenet9.pt")])
+    (tmp_path / "perm.json").write_text(json.dumps({"permutation": [0, 0, 1, 2]}))
+    with pytest.raises(PipelineError, match="perm.json"):
+        stage("train").main(["--permutation", str(tmp_path / "perm.json")])
+    with pytest.raises(PipelineError, match="nothing.pt"):
+        stage("proofread").main(["--model", str(tmp_path / "nothing.pt")])
