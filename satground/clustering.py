@@ -13,6 +13,7 @@ import torch
 
 from .infogan import InfoGAN, assign_clusters, parameter_counts
 from .io import PipelineError, load_torch, save_torch
+from .spectral import SpectralClusterer
 
 
 class InfoGANClusterer:
@@ -40,7 +41,7 @@ class InfoGANClusterer:
         return parameter_counts(self.model)
 
 
-CLUSTERERS = {"infogan": InfoGANClusterer}
+CLUSTERERS = {"infogan": InfoGANClusterer, "spectral": SpectralClusterer}
 
 
 def save_clusterer(clusterer, path, **extra) -> None:
@@ -115,8 +116,17 @@ def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str,
 # plots
 
 
-def plot_samples(grid: torch.Tensor):
-    """Figure of generated digits: grid (K, n, 28, 28), one row per categorical code value."""
+def cluster_members(clusters: torch.Tensor, images: torch.Tensor, K: int, n: int = 10):
+    """grid (K, n, 28, 28) in [0, 1] of the first n real images of each cluster (blank if fewer)."""
+    grid = torch.zeros(K, n, 28, 28)
+    for k in range(K):
+        members = images[clusters == k][:n]
+        grid[k, :len(members)] = members.float() / 255.0
+    return grid
+
+
+def plot_samples(grid: torch.Tensor, title: str = "InfoGAN samples: rows share a code, columns share noise"):
+    """Figure of digits: grid (K, n, 28, 28), one row per categorical code value (cluster)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,7 +139,7 @@ def plot_samples(grid: torch.Tensor):
     ax.set_yticks([k * 28 + 14 for k in range(K)], [str(k) for k in range(K)])
     ax.set_xticks([])
     ax.set_ylabel("categorical code (cluster)")
-    ax.set_title("InfoGAN samples: rows share a code, columns share noise", fontsize=9)
+    ax.set_title(title, fontsize=9)
     return fig
 
 

@@ -1,4 +1,7 @@
-"""Stage `cluster`: unsupervised clustering of the training boards' given-cell images (InfoGAN).
+"""Stage `cluster`: unsupervised clustering of the training boards' given-cell images.
+
+`cluster.method`: infogan (the paper's; trained, checkpointed per epoch) or spectral (a
+training-free kNN-graph spectral clustering, see satground/spectral.py).
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
 The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
@@ -15,8 +18,10 @@ import torch
 from tqdm import tqdm
 
 from satground import infogan
-from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_report, load_given_images,
-                                  load_image_labels, plot_confusion, plot_samples, save_clusterer)
+from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
+                                  load_given_images, load_image_labels, plot_confusion, plot_samples,
+                                  save_clusterer)
+from satground.spectral import SpectralClusterer
 from satground.config import load_params, param, run_stage
 from satground.io import PipelineError, pick_device, save_figure, save_json, seed_everything
 
@@ -32,8 +37,54 @@ def read_params(params: dict) -> dict:
     p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)
     p["checkpoint_every"] = param(params, "cluster.checkpoint_every", int, low=1)
     p["seed"] = param(params, "cluster.seed", int, low=0)
+    p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # spectral
     p["device"] = param(params, "device", str, default="auto")
     return p
+
+
+def fit_spectral(p, args, train_images, test_images, train_labels, test_labels, K):
+    """The training-free method: one fit, one checkpoint (final.pt), the same reports."""
+    from dvclive import Live
+
+    seed_everything(p["seed"])
+    start = time.perf_counter()
+    clusterer = SpectralClusterer.fit(train_images, K, n_neighbors=p["n_neighbors"], seed=p["seed"])
+    seconds = time.perf_counter() - start
+    out = Path(args.out)
+    for stale in out.glob("*.pt"):
+        stale.unlink()
+    save_clusterer(clusterer, out / "final.pt", epoch=0)
+
+    train_clusters, test_clusters = clusterer.assign(train_images), clusterer.assign(test_images)
+    train = cluster_report(train_clusters, train_labels, K)
+    test = cluster_report(test_clusters, test_labels, K)
+    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+    for name, value in (("train_accuracy", train["accuracy"]), ("test_accuracy", test["accuracy"]),
+                        ("seconds", seconds)):
+        if value is not None:
+            live.log_metric(name, value)
+    live.end()
+    save_figure(plot_samples(cluster_members(train_clusters, train_images, K),
+                             "spectral clusters: training images, one row per cluster"),
+                Path(args.plots) / "cluster_samples.png")
+    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"),
+                Path(args.plots) / "cluster_confusion.png")
+    counts = clusterer.parameter_counts()
+    metrics = {
+        "method": p["method"], "seed": p["seed"], "epochs": 0, "n_clusters": K,
+        "n_train_images": len(train_images), "n_test_images": len(test_images),
+        "train_accuracy": train["accuracy"], "test_accuracy": test["accuracy"],
+        "train_largest_cluster": train["largest_cluster_fraction"], "seconds": seconds,
+        "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
+        "device": "cpu",
+    }
+    save_json(metrics, args.metrics)
+
+    def fmt(value):
+        return "n/a (no truth file)" if value is None else f"{value:.3f}"
+    print(f"cluster: spectral K={K} on {len(train_images)} given-cell images in {seconds:.1f} s, "
+          f"clustering accuracy train {fmt(train['accuracy'])} / test {fmt(test['accuracy'])} "
+          f"-> {out / 'final.pt'}")
 
 
 def main(argv=None):
@@ -58,6 +109,8 @@ def main(argv=None):
     # reporting only: None when the truth file is absent
     train_labels = load_image_labels(args.data, "train", train_idx)
     test_labels = load_image_labels(args.data, "test", test_idx)
+    if p["method"] == "spectral":
+        return fit_spectral(p, args, train_images, test_images, train_labels, test_labels, K)
 
     rng = seed_everything(p["seed"])
     model = infogan.InfoGAN(K, p["noise_dim"], p["n_cont"]).to(device)

@@ -1,0 +1,104 @@
+"""Spectral clustering of digit images: a fast, training-free clusterer for CPU profiles.
+
+Pixels -> PCA (n_components) -> k-nearest-neighbour graph with self-tuning Gaussian weights
+(sigma_i = distance to the 7th neighbour, Zelnik-Manor & Perona 2004) -> the 2K leading
+eigenvectors of the normalised affinity D^-1/2 W D^-1/2 -> row-normalised -> k-means with K
+clusters (best of several restarts). With only K eigenvectors, digits written in two styles
+took two clusters and two similar digits shared one (62 % on the 4-digit default data); 2K
+gives the k-means room to separate them (96 %). New images take the majority cluster of their nearest training images.
+No labels anywhere. Minutes of InfoGAN training on 2 CPU cores do not reach the ~88 %
+clustering accuracy the rest of the pipeline needs; this does in seconds on the default data.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.cluster.vq import kmeans2
+from scipy.sparse import coo_matrix
+from scipy.sparse.linalg import eigsh
+
+
+def _features(images: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
+    x = images.reshape(len(images), -1).float() / 255.0
+    return (x - mean) @ components.T
+
+
+def _nearest(query: torch.Tensor, base: torch.Tensor, k: int, skip_self: bool = False):
+    """(distances, indices) of the k nearest rows of base for each row of query, in chunks."""
+    dists, idx = [], []
+    for chunk in query.split(2048):
+        d = torch.cdist(chunk, base)
+        values, indices = d.topk(k + int(skip_self), largest=False)
+        dists.append(values[:, int(skip_self):])
+        idx.append(indices[:, int(skip_self):])
+    return torch.cat(dists), torch.cat(idx)
+
+
+class SpectralClusterer:
+    method = "spectral"
+
+    def __init__(self, n_clusters: int, n_neighbors: int, mean, components, train_features,
+                 train_clusters):
+        self.n_clusters, self.n_neighbors = n_clusters, n_neighbors
+        self.mean, self.components = mean, components
+        self.train_features, self.train_clusters = train_features, train_clusters
+
+    @classmethod
+    def fit(cls, images: torch.Tensor, n_clusters: int, n_components: int = 50,
+            n_neighbors: int = 10, seed: int = 0, restarts: int = 10) -> "SpectralClusterer":
+        x = images.reshape(len(images), -1).float() / 255.0
+        mean = x.mean(dim=0)
+        _, _, vt = torch.linalg.svd(x - mean, full_matrices=False)
+        components = vt[:n_components].contiguous()
+        feats = _features(images, mean, components)
+
+        dist, nbr = _nearest(feats, feats, n_neighbors, skip_self=True)
+        sigma = dist[:, min(6, n_neighbors - 1)].clamp_min(1e-8)
+        rows = torch.arange(len(feats)).repeat_interleave(n_neighbors)
+        cols = nbr.reshape(-1)
+        w = torch.exp(-dist.reshape(-1) ** 2 / (sigma[rows] * sigma[cols]))
+        W = coo_matrix((w.double().numpy(), (rows.numpy(), cols.numpy())),
+                       shape=(len(feats), len(feats))).tocsr()
+        W = W.maximum(W.T)  # symmetric: i ~ j when either is among the other's neighbours
+        d = np.asarray(W.sum(axis=1)).ravel()
+        inv_sqrt = 1.0 / np.sqrt(np.maximum(d, 1e-12))
+        A = W.multiply(inv_sqrt[:, None]).multiply(inv_sqrt[None, :]).tocsr()
+        rng = np.random.default_rng(seed)
+        _, vecs = eigsh(A, k=min(2 * n_clusters, A.shape[0] - 1), which="LA",
+                        v0=rng.standard_normal(A.shape[0]))
+        emb = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+        best, best_inertia = None, np.inf
+        for r in range(restarts):
+            centroids, labels = kmeans2(emb, n_clusters, minit="++", seed=seed * 1000 + r)
+            inertia = ((emb - centroids[labels]) ** 2).sum()
+            if inertia < best_inertia and len(np.unique(labels)) == n_clusters:
+                best, best_inertia = labels, inertia
+        if best is None:
+            best = labels
+        return cls(n_clusters, n_neighbors, mean, components, feats,
+                   torch.from_numpy(best.astype(np.int64)))
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> "SpectralClusterer":
+        state = ckpt["state_dict"]
+        return cls(ckpt["config"]["n_clusters"], ckpt["config"]["n_neighbors"], state["mean"],
+                   state["components"], state["train_features"], state["train_clusters"])
+
+    def checkpoint(self) -> dict:
+        return {"method": self.method,
+                "config": {"n_clusters": self.n_clusters, "n_neighbors": self.n_neighbors},
+                "state_dict": {"mean": self.mean, "components": self.components,
+                               "train_features": self.train_features,
+                               "train_clusters": self.train_clusters}}
+
+    def assign(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> cluster (N,): majority of the nearest training images."""
+        _, nbr = _nearest(_features(images, self.mean, self.components), self.train_features,
+                          self.n_neighbors)
+        votes = torch.nn.functional.one_hot(self.train_clusters[nbr], self.n_clusters).sum(dim=1)
+        return votes.argmax(dim=1)
+
+    def parameter_counts(self) -> dict[str, int]:
+        total = sum(t.numel() for t in (self.mean, self.components, self.train_features))
+        return {"total": total, "classifier_path": total}
