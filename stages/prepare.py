@@ -87,6 +87,9 @@ def main(argv=None):
 
     p = read_params(load_params(args.params))
     seeds = [int(s) for s in np.random.SeedSequence(p["seed"]).generate_state(4)]  # puzzles, pools, train, test
+    digits = None
+    if p["puzzle_source"] != "published":  # read the digits first: a bad MNIST path fails fast
+        digits = load_digits(p["mnist_source"], p["mnist_root"], p["mnist_download"])
     puzzles, solutions, given, info = get_puzzles(p, seeds[0])
     sudoku.check_boards(puzzles, solutions, p["board_size"], p["puzzle_path"] or "generated puzzles")
     n_train, n_test = p["n_train"], p["n_test"]
@@ -94,8 +97,7 @@ def main(argv=None):
     info["duplicate_puzzles"] = int(len(puzzles) - len(np.unique(puzzles, axis=0)))
 
     if given is None:  # draw digit images from MNIST, disjoint pools per split
-        images, labels = load_digits(p["mnist_source"], p["mnist_root"], p["mnist_download"])
-        pools = split_image_pools(images, labels, p["board_size"], p["test_image_fraction"], seeds[1])
+        pools = split_image_pools(*digits, p["board_size"], p["test_image_fraction"], seeds[1])
         image_source = p["mnist_source"]
     else:
         image_source = "published features_img.pt"
