@@ -33,7 +33,7 @@ def smoke_repo(tmp_path_factory):
         if (REPO / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
-    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # only what git tracks
+    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # start before any run
         shutil.rmtree(root / path, ignore_errors=True) if (root / path).is_dir() else \
             (root / path).unlink(missing_ok=True)
     sh(["git", "init", "-q"], root)
