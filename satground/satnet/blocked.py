@@ -10,8 +10,9 @@ and corrected inside the block for the updates made before it:
 
     g_q = G_q - C_qq v_q(start) + sum_{p < q in block} C_qp dv_p.
 
-The GEMM does almost all the arithmetic at BLAS speed; a small backend kernel (numba on CPU,
-Triton on GPU) runs the sequential in-block part. Variables are visited in exactly the order
+The GEMM does almost all the arithmetic at BLAS speed; a small Triton kernel (gpu.py) runs the
+sequential in-block part. (The CPU backend, cpu.py, goes per sample instead: on two cores,
+skipping each sample's fixed variables beats a batch-wide GEMM over all of them.) Variables are visited in exactly the order
 of the reference, so results agree with it up to float rounding. The backward's Gauss-Seidel
 solve has the same structure with U in place of V.
 
