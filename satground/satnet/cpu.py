@@ -2,7 +2,7 @@
 
 Each update needs g_i = sum_{j != i} C_ij v_j with C = S S^T. A sample's fixed variables (truth,
 given cells: about a third of a 9x9 board) never change, so their part of every g_i,
-F_i = sum_{j fixed} C_ij v_j, is computed once; the sweeps then work on the sample's compact
+F_i = sum_{j fixed} C_ij v_j, is computed once (one GEMM for the batch); the sweeps then work on the sample's compact
 free block Cf = C[free, free] and its free vectors only. At the 9x9 size that halves the
 arithmetic of a batch-wide GEMM over all variables.
 
@@ -177,20 +177,16 @@ def _sample_backward(Cf, V, gnrm, a, U, sweeps, prox_lam, zero):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _forward(C, V, free, max_iter, eps, gnrm, iters, zero):
+def _forward(C, V, fixed_part, free, max_iter, eps, gnrm, iters, zero):
     B, N, k = V.shape
     for s in prange(B):
         f = np.nonzero(free[s])[0]
-        fixed = np.nonzero(~free[s])[0]
         nf = f.shape[0]
         Vf = np.empty((nf, k), dtype=V.dtype)
-        F = np.zeros((nf, k), dtype=V.dtype)  # the fixed variables' share of each g_i
+        F = np.empty((nf, k), dtype=V.dtype)
         for q in range(nf):
             Vf[q] = V[s, f[q]]
-            for j in fixed:
-                cij = C[f[q], j]
-                for c in range(k):
-                    F[q, c] += cij * V[s, j, c]
+            F[q] = fixed_part[s, f[q]]
         gf = np.zeros(nf, dtype=V.dtype)
         iters[s] = _sample_forward(_compact(C, f), F, Vf, max_iter, eps, gf, zero)
         for q in range(nf):
@@ -237,9 +233,13 @@ def mix_forward(S, V, free, order, max_iter, eps):
     Vp, freep = _permute(order, V, free)
     gnrm = torch.zeros(B, N, dtype=V.dtype)
     iters = torch.zeros(B, dtype=torch.long)
+    C = _gram(S, order)
+    # the fixed variables' share of every g_i, sum_{j fixed} C_ij v_j: one GEMM for the batch
+    fixed_vectors = (Vp * ~freep[:, :, None]).transpose(0, 1).reshape(N, -1)
+    fixed_part = (C @ fixed_vectors).view(N, B, -1).transpose(0, 1).contiguous()
     zero = np.zeros((), dtype=Vp.numpy().dtype)[()]
-    _forward(_gram(S, order).numpy(), Vp.numpy(), freep.numpy(), int(max_iter), zero + eps,
-             gnrm.numpy(), iters.numpy(), zero)
+    _forward(C.numpy(), Vp.numpy(), fixed_part.numpy(), freep.numpy(), int(max_iter),
+             zero + eps, gnrm.numpy(), iters.numpy(), zero)
     return _unpermute(order, Vp), _unpermute(order, gnrm), iters
 
 
