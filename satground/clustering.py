@@ -116,6 +116,11 @@ def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str,
 # plots
 
 
+def format_accuracy(value) -> str:
+    """An accuracy for a log line; None where no truth file was there to measure it."""
+    return "n/a (no truth file)" if value is None else f"{value:.3f}"
+
+
 def cluster_members(clusters: torch.Tensor, images: torch.Tensor, K: int, n: int = 10):
     """grid (K, n, 28, 28) in [0, 1] of the first n real images of each cluster (blank if fewer)."""
     grid = torch.zeros(K, n, 28, 28)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .io import PipelineError
+from .io import PipelineError, pick_device
 
 _MISSING = object()
 
@@ -64,3 +64,15 @@ def run_stage(main: Callable[[], None]) -> None:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+
+
+def run_settings(params: dict):
+    """(seed, torch device) of the stages that train or run models."""
+    return (param(params, "seed", int, default=0),
+            pick_device(param(params, "device", str, default="auto")))
+
+
+def satnet_sizes(params: dict) -> tuple[int, int, int]:
+    """(m, aux, max_iter) of the SATNet layer, shared by every stage that builds one."""
+    return (param(params, "satnet.m", int, low=1), param(params, "satnet.aux", int, low=0),
+            param(params, "satnet.max_iter", int, low=1))

@@ -8,9 +8,9 @@ import argparse
 
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.io import pick_device, save_json, save_torch, seed_everything
+from satground.io import save_json, save_torch, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
 from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
 
@@ -31,11 +31,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
-    m = param(params, "satnet.m", int, low=1)
-    aux = param(params, "satnet.aux", int, low=0)
-    max_iter = param(params, "satnet.max_iter", int, low=1)
+    seed, device = run_settings(params)
+    m, aux, max_iter = satnet_sizes(params)
     epochs = param(params, "baseline_nonvisual.epochs", int, low=1)
     batch_size = param(params, "baseline_nonvisual.batch_size", int, low=1)
     lr = param(params, "baseline_nonvisual.lr", float, low=0.0)

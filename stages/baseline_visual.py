@@ -9,9 +9,9 @@ import argparse
 
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.io import pick_device, save_json, save_torch, seed_everything
+from satground.io import save_json, save_torch, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
 from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
@@ -36,11 +36,8 @@ def main(argv=None):
     live_dir = args.live_dir or f"metrics/baseline_{args.view}"
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
-    m = param(params, "satnet.m", int, low=1)
-    aux = param(params, "satnet.aux", int, low=0)
-    max_iter = param(params, "satnet.max_iter", int, low=1)
+    seed, device = run_settings(params)
+    m, aux, max_iter = satnet_sizes(params)
     epochs = param(params, "baseline_visual.epochs", int, low=1)
     batch_size = param(params, "baseline_visual.batch_size", int, low=1)
     satnet_lr = param(params, "baseline_visual.satnet_lr", float, low=0.0)

@@ -19,8 +19,8 @@ from tqdm import tqdm
 
 from satground import infogan
 from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
-                                  load_given_images, load_image_labels, plot_confusion, plot_samples,
-                                  save_clusterer)
+                                  format_accuracy, load_given_images, load_image_labels,
+                                  plot_confusion, plot_samples, save_clusterer)
 from satground.spectral import SpectralClusterer
 from satground.config import load_params, param, run_stage
 from satground.io import PipelineError, pick_device, save_figure, save_json, seed_everything
@@ -80,10 +80,8 @@ def fit_spectral(p, args, train_images, test_images, train_labels, test_labels, 
     }
     save_json(metrics, args.metrics)
 
-    def fmt(value):
-        return "n/a (no truth file)" if value is None else f"{value:.3f}"
     print(f"cluster: spectral K={K} on {len(train_images)} given-cell images in {seconds:.1f} s, "
-          f"clustering accuracy train {fmt(train['accuracy'])} / test {fmt(test['accuracy'])} "
+          f"clustering accuracy train {format_accuracy(train['accuracy'])} / test {format_accuracy(test['accuracy'])} "
           f"-> {out / 'final.pt'}")
 
 
@@ -181,10 +179,8 @@ def main(argv=None):
     }
     save_json(metrics, args.metrics)
 
-    def fmt(value):
-        return "n/a (no truth file)" if value is None else f"{value:.3f}"
     print(f"cluster: {p['method']} K={K}, {p['epochs']} epochs on {len(train_images)} given-cell images, "
-          f"clustering accuracy train {fmt(metrics['train_accuracy'])} / test {fmt(metrics['test_accuracy'])}"
+          f"clustering accuracy train {format_accuracy(metrics['train_accuracy'])} / test {format_accuracy(metrics['test_accuracy'])}"
           f" -> {out / 'final.pt'}")
 
 

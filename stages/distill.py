@@ -13,7 +13,8 @@ import torch
 from tqdm import tqdm
 
 from satground import lenet
-from satground.clustering import cluster_report, load_clusterer, load_given_images, load_image_labels
+from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
+                                  load_image_labels)
 from satground.config import load_params, param, run_stage
 from satground.io import PipelineError, pick_device, save_json, seed_everything
 
@@ -110,11 +111,9 @@ def main(argv=None):
     }
     save_json(metrics, args.metrics)
 
-    def fmt(value):
-        return "n/a (no truth file)" if value is None else f"{value:.3f}"
     print(f"distill: LeNet ({metrics['lenet_parameters']:,} parameters) from {args.clusterer}: "
-          f"test clustering accuracy {fmt(metrics['test_accuracy'])} (teacher "
-          f"{fmt(metrics['teacher_test_accuracy'])}), agreement with teacher "
+          f"test clustering accuracy {format_accuracy(metrics['test_accuracy'])} (teacher "
+          f"{format_accuracy(metrics['teacher_test_accuracy'])}), agreement with teacher "
           f"{metrics['test_agreement']:.3f} -> {args.out}")
 
 

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage
 from satground.data import Boards, load_boards
-from satground.io import atomic_write, pick_device, save_json, save_text, seed_everything
+from satground.io import atomic_write, save_json, save_text, seed_everything
 from satground.models import load_solver
 from satground.sudoku import count_solutions_many
 from satground.training import output_metrics, predict, predicted_digits, subset
@@ -78,8 +78,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
+    seed, device = run_settings(params)
     max_errors = param(params, "error_injection.max_errors", int, low=1)
     batch_size = param(params, "error_injection.batch_size", int, low=1)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage
 from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation
-from satground.io import PipelineError, atomic_write, pick_device, save_json, save_text, seed_everything
+from satground.io import PipelineError, atomic_write, save_json, save_text, seed_everything
 from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy
 from satground.models import load_solver
@@ -84,8 +84,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
+    seed, device = run_settings(params)
     batch_size = param(params, "evaluate.batch_size", int, low=1)
 
     seed_everything(seed)

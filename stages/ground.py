@@ -17,11 +17,11 @@ import copy
 
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
 from satground.grounding import (ASSIGNMENTS, PermutationAccumulator, align_to_inputs,
                                  hard_permutation, is_permutation, peer_cooccurrence)
-from satground.io import PipelineError, pick_device, save_figure, save_json, save_torch, seed_everything
+from satground.io import PipelineError, save_figure, save_json, save_torch, seed_everything
 from satground.lenet import load_lenet
 from satground.losses import APPROXMAX
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
@@ -62,11 +62,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
-    m = param(params, "satnet.m", int, low=1)
-    aux = param(params, "satnet.aux", int, low=0)
-    max_iter = param(params, "satnet.max_iter", int, low=1)
+    seed, device = run_settings(params)
+    m, aux, max_iter = satnet_sizes(params)
     epochs = param(params, "ground.epochs", int, low=1)
     patience = param(params, "ground.patience", int, low=1)
     lr = param(params, "ground.lr", float, low=0.0)

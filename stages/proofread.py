@@ -8,9 +8,9 @@ import argparse
 
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage
 from satground.data import load_boards
-from satground.io import pick_device, save_json, save_torch, seed_everything
+from satground.io import save_json, save_torch, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.training import bce_loss, fit, open_live
 
@@ -26,8 +26,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
+    seed, device = run_settings(params)
     epochs = param(params, "proofread.epochs", int, low=1)
     batch_size = param(params, "proofread.batch_size", int, low=1)
     lr = param(params, "proofread.lr", float, low=0.0)

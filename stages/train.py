@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, is_permutation
-from satground.io import PipelineError, pick_device, save_json, save_torch, seed_everything
+from satground.io import PipelineError, save_json, save_torch, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.training import bce_loss, fit, open_live
@@ -54,11 +54,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    seed = param(params, "seed", int, default=0)
-    device = pick_device(param(params, "device", str, default="auto"))
-    m = param(params, "satnet.m", int, low=1)
-    aux = param(params, "satnet.aux", int, low=0)
-    max_iter = param(params, "satnet.max_iter", int, low=1)
+    seed, device = run_settings(params)
+    m, aux, max_iter = satnet_sizes(params)
     epochs = param(params, "train.epochs", int, low=1)
     batch_size = param(params, "train.batch_size", int, low=1)
     satnet_lr = param(params, "train.satnet_lr", float, low=0.0)
