@@ -13,7 +13,7 @@ import torch
 
 from .infogan import InfoGAN, assign_clusters, parameter_counts
 from .io import PipelineError, load_torch, save_torch
-from .spectral import SpectralClusterer
+from .manifold import SpectralClusterer, UMAPClusterer
 
 
 class InfoGANClusterer:
@@ -41,7 +41,7 @@ class InfoGANClusterer:
         return parameter_counts(self.model)
 
 
-CLUSTERERS = {"infogan": InfoGANClusterer, "spectral": SpectralClusterer}
+CLUSTERERS = {"infogan": InfoGANClusterer, "umap": UMAPClusterer, "spectral": SpectralClusterer}
 
 
 def save_clusterer(clusterer, path, **extra) -> None:

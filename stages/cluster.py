@@ -1,7 +1,7 @@
 """Stage `cluster`: unsupervised clustering of the training boards' given-cell images.
 
-`cluster.method`: infogan (the paper's; trained, checkpointed per epoch) or spectral (a
-training-free kNN-graph spectral clustering, see satground/spectral.py).
+`cluster.method`: infogan (the paper's; trained, checkpointed per epoch), or umap / spectral
+(training-free embeddings of the images' neighbourhood graph + k-means, satground/manifold.py).
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
 The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
@@ -21,7 +21,6 @@ from satground import infogan
 from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
                                   format_accuracy, load_given_images, load_image_labels,
                                   plot_confusion, plot_samples, save_clusterer)
-from satground.spectral import SpectralClusterer
 from satground.config import load_params, param, run_stage
 from satground.io import PipelineError, pick_device, save_figure, save_json, seed_everything
 
@@ -37,18 +36,19 @@ def read_params(params: dict) -> dict:
     p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)
     p["checkpoint_every"] = param(params, "cluster.checkpoint_every", int, low=1)
     p["seed"] = param(params, "cluster.seed", int, low=0)
-    p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # spectral
+    p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # umap, spectral
     p["device"] = param(params, "device", str, default="auto")
     return p
 
 
-def fit_spectral(p, args, train_images, test_images, train_labels, test_labels, K):
-    """The training-free method: one fit, one checkpoint (final.pt), the same reports."""
+def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K):
+    """The training-free methods: one fit, one checkpoint (final.pt), the same reports."""
     from dvclive import Live
 
     seed_everything(p["seed"])
     start = time.perf_counter()
-    clusterer = SpectralClusterer.fit(train_images, K, n_neighbors=p["n_neighbors"], seed=p["seed"])
+    clusterer = CLUSTERERS[p["method"]].fit(train_images, K, n_neighbors=p["n_neighbors"],
+                                             seed=p["seed"])
     seconds = time.perf_counter() - start
     out = Path(args.out)
     for stale in out.glob("*.pt"):
@@ -65,7 +65,7 @@ def fit_spectral(p, args, train_images, test_images, train_labels, test_labels, 
             live.log_metric(name, value)
     live.end()
     save_figure(plot_samples(cluster_members(train_clusters, train_images, K),
-                             "spectral clusters: training images, one row per cluster"),
+                             f"{p['method']} clusters: training images, one row per cluster"),
                 Path(args.plots) / "cluster_samples.png")
     save_figure(plot_confusion(test_clusters, test_labels, K, "test images"),
                 Path(args.plots) / "cluster_confusion.png")
@@ -80,7 +80,7 @@ def fit_spectral(p, args, train_images, test_images, train_labels, test_labels, 
     }
     save_json(metrics, args.metrics)
 
-    print(f"cluster: spectral K={K} on {len(train_images)} given-cell images in {seconds:.1f} s, "
+    print(f"cluster: {p['method']} K={K} on {len(train_images)} given-cell images in {seconds:.1f} s, "
           f"clustering accuracy train {format_accuracy(train['accuracy'])} / test {format_accuracy(test['accuracy'])} "
           f"-> {out / 'final.pt'}")
 
@@ -107,8 +107,8 @@ def main(argv=None):
     # reporting only: None when the truth file is absent
     train_labels = load_image_labels(args.data, "train", train_idx)
     test_labels = load_image_labels(args.data, "test", test_idx)
-    if p["method"] == "spectral":
-        return fit_spectral(p, args, train_images, test_images, train_labels, test_labels, K)
+    if p["method"] != "infogan":
+        return fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K)
 
     rng = seed_everything(p["seed"])
     model = infogan.InfoGAN(K, p["noise_dim"], p["n_cont"]).to(device)

@@ -140,7 +140,7 @@ def _sample_forward(Cf, F, V, max_iter, eps, gnrm, zero):
         sweeps += 1
         if sweep == 0:
             threshold = eps * delta
-        elif delta < threshold:
+        if delta < threshold:
             break
     return sweeps
 
