@@ -178,39 +178,22 @@ def _sample_backward(Cf, V, gnrm, a, U, sweeps, prox_lam, zero):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _forward(C, V, fixed_part, free, max_iter, eps, gnrm, iters, zero):
-    B, N, k = V.shape
-    for s in prange(B):
-        f = np.nonzero(free[s])[0]
-        nf = f.shape[0]
-        Vf = np.empty((nf, k), dtype=V.dtype)
-        F = np.empty((nf, k), dtype=V.dtype)
-        for q in range(nf):
-            Vf[q] = V[s, f[q]]
-            F[q] = fixed_part[s, f[q]]
-        gf = np.zeros(nf, dtype=V.dtype)
-        iters[s] = _sample_forward(_compact(C, f), F, Vf, max_iter, eps, gf, zero)
-        for q in range(nf):
-            V[s, f[q]] = Vf[q]
-            gnrm[s, f[q]] = gf[q]
+    for s in prange(V.shape[0]):
+        f = np.nonzero(free[s])[0]  # this sample's free variables, in visiting order
+        Vf, gf = V[s][f], np.zeros(f.shape[0], dtype=V.dtype)
+        iters[s] = _sample_forward(_compact(C, f), fixed_part[s][f], Vf, max_iter, eps, gf, zero)
+        V[s][f] = Vf
+        gnrm[s][f] = gf
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _backward(C, V, gnrm, free, a, iters, prox_lam, U, zero):
-    B, N, k = V.shape
-    for s in prange(B):
+    for s in prange(V.shape[0]):
         f = np.nonzero(free[s])[0]
-        nf = f.shape[0]
-        Vf = np.empty((nf, k), dtype=V.dtype)
-        af = np.empty((nf, k), dtype=V.dtype)
-        gf = np.empty(nf, dtype=V.dtype)
-        for q in range(nf):
-            Vf[q] = V[s, f[q]]
-            af[q] = a[s, f[q]]
-            gf[q] = gnrm[s, f[q]]
-        Uf = np.zeros((nf, k), dtype=V.dtype)
-        _sample_backward(_compact(C, f), Vf, gf, af, Uf, iters[s], prox_lam, zero)
-        for q in range(nf):
-            U[s, f[q]] = Uf[q]
+        Uf = np.zeros((f.shape[0], V.shape[2]), dtype=V.dtype)
+        _sample_backward(_compact(C, f), V[s][f], gnrm[s][f], a[s][f], Uf, iters[s], prox_lam,
+                         zero)
+        U[s][f] = Uf
 
 
 def _permute(order, *xs):
