@@ -10,9 +10,9 @@ reach the ~88 % clustering accuracy the rest of the pipeline needs; these do in 
   affinity D^-1/2 W D^-1/2, row-normalised. With only K eigenvectors, digits written in two
   styles took two clusters and two similar digits shared one (62 % on the 4-digit default
   data); 2K gives the k-means room to separate them. It still does that on some subsets: 88-98 %
-  over data seeds (README).
+  test accuracy over six data seeds of the default profile (README).
 - umap: UMAP (McInnes et al. 2018, the umap-learn package) to 10 dimensions, min_dist 0 (tight
-  clusters, as recommended for clustering). 97-97.4 % on the same subsets.
+  clusters, as recommended for clustering): 95-97 % on the same six.
 """
 from __future__ import annotations
 
