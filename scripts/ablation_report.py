@@ -36,6 +36,10 @@ def rows(show: list) -> list:
     for baseline in show:
         runs.append(baseline)
         for experiment in baseline.get("experiments") or []:
+            # a queued or running experiment's folder still holds its baseline's metrics
+            # files: reading them would pair one checkpoint with another run's results
+            if (experiment.get("executor") or {}).get("state", "success") != "success":
+                continue
             runs.extend(experiment.get("revs") or [])
     out = []
     for run in runs:

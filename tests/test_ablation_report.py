@@ -26,9 +26,12 @@ def test_rows_collect_every_finished_experiment():
         {"revs": [run("exp-a", 0, 0.30, 0.0)]},
         {"revs": [run("exp-b", 4, 0.91, 0.80)]},
         {"revs": [{"rev": "queued", "name": "exp-c", "data": {"params": {}, "metrics": {}}}]},
+        # running: its folder still holds the baseline's metrics, which must not be read
+        {"executor": {"state": "running"}, "revs": [run("exp-d", 8, 0.70, 0.85)]},
+        {"executor": {"state": "success"}, "revs": [run("exp-e", 12, 0.75, 0.0)]},
     ])]
     rows = report.rows(show)
     assert [(r["experiment"], r["checkpoint"]) for r in rows] == [
-        ("workspace", "final"), ("exp-a", 0), ("exp-b", 4)]  # the unfinished one is skipped
+        ("workspace", "final"), ("exp-a", 0), ("exp-b", 4), ("exp-e", 12)]  # unfinished: skipped
     assert rows[2]["clustering_accuracy"] == 0.91 and rows[2]["board_accuracy"] == 0.80
     assert rows[1]["grounding_cell_accuracy"] == 0.25 and rows[1]["permutation_correct"] is False
