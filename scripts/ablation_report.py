@@ -84,7 +84,7 @@ def main():
     ax.plot(100 * table.clustering_accuracy, 100 * table.grounding_cell_accuracy, "s--",
             label="grounding phase, per-cell accuracy")
     ax.axvline(88, color="grey", lw=0.8, ls=":", label="paper's threshold (88 %)")
-    ax.set_xlabel("clustering accuracy of the InfoGAN checkpoint (%)")
+    ax.set_xlabel("test clustering accuracy of the run's clusterer (%)")
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Effect of clustering accuracy (paper Fig. 5)")
     ax.legend(fontsize=8)
