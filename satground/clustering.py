@@ -69,15 +69,19 @@ def load_clusterer(path):
 # data: given-cell images, and their true digits for reporting only
 
 
-def load_given_images(root, split: str):
+def load_given_images(root, split: str, n_digits: int | None = None):
     """The distinct images shown in given cells of a split's boards (ungrounded view).
 
     Returns (images uint8 (M, 28, 28), pool indices (M,), K). Reads `{split}.pt` only; that
     file carries no input-cell labels, which is asserted here so a grounded file cannot slip in.
+    n_digits: the K another split's boards have (train and test must agree).
     """
     from .data import given_image_indices, load_boards
 
     boards = load_boards(root, split)
+    if n_digits is not None and boards.n_digits != n_digits:
+        raise PipelineError(f"{root}/{split}.pt: boards of {boards.n_digits} digits, but the other "
+                            f"split's boards have {n_digits} (rerun prepare)")
     if bool((boards.labels[boards.is_input] != 0).any()):
         raise PipelineError(f"{root}/{split}.pt: holds labels at input cells; clustering must "
                             "read the ungrounded view only")

@@ -1,10 +1,14 @@
 """params.yaml loading and validation.
 
 Stage scripts read their parameters with `param(params, "section.key", ...)`, which checks the
-type and range and raises a one-line PipelineError naming the parameter when it is wrong.
+type and range and raises a one-line PipelineError naming the parameter (and the params file
+it came from) when it is wrong. `load_params` refuses keys that no profile knows: the set of
+known keys is that of the default profile, `profiles/default.yaml`, so a misspelt key stops the
+stage instead of being ignored.
 """
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -14,19 +18,63 @@ import yaml
 from .io import PipelineError, pick_device
 
 _MISSING = object()
+DEFAULT_PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "default.yaml"
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
 
 
-def load_params(path: str | Path = "params.yaml") -> dict:
-    path = Path(path)
+class Params(dict):
+    """The parsed params file; `source` names it in error messages."""
+
+    def __init__(self, values: dict, source: str = "params.yaml"):
+        super().__init__(values)
+        self.source = source
+
+
+def flat_keys(tree: dict, prefix: str = "") -> list[str]:
+    """'section.key' names of every leaf of a nested mapping."""
+    keys = []
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        keys += flat_keys(value, key + ".") if isinstance(value, dict) and value else [key]
+    return keys
+
+
+def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise PipelineError(f"{path}: params file not found")
     try:
-        params = yaml.safe_load(path.read_text())
+        values = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(params, dict):
+    if not isinstance(values, dict):
         raise PipelineError(f"{path}: expected a mapping of sections")
-    return params
+    return values
+
+
+def known_keys() -> list[str]:
+    return flat_keys(_read_yaml(DEFAULT_PROFILE))
+
+
+def check_known_keys(values: dict, source: str) -> None:
+    """One-line error for the first key no profile knows, naming the nearest known key."""
+    known = known_keys()
+    for key in flat_keys(values):
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise PipelineError(f"{source}: unknown parameter '{key}'{hint}")
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    values = _read_yaml(path)
+    check_known_keys(values, str(path))
+    return Params(values, str(path))
+
+
+def source(params: dict) -> str:
+    """The params file a dict came from, for messages."""
+    return getattr(params, "source", "params.yaml")
 
 
 def param(params: dict, key: str, kind: type | tuple = int, *, low=None, high=None,
@@ -37,7 +85,7 @@ def param(params: dict, key: str, kind: type | tuple = int, *, low=None, high=No
         if not isinstance(node, dict) or part not in node:
             if default is not _MISSING:
                 return default
-            raise PipelineError(f"params.yaml: missing parameter '{key}'")
+            raise PipelineError(f"{source(params)}: missing parameter '{key}'")
         node = node[part]
     value = node
     kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -47,13 +95,13 @@ def param(params: dict, key: str, kind: type | tuple = int, *, low=None, high=No
         return None
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         names = "/".join(k.__name__ for k in kinds)
-        raise PipelineError(f"params.yaml: '{key}' must be {names}, got {value!r}")
+        raise PipelineError(f"{source(params)}: '{key}' must be {names}, got {value!r}")
     if choices is not None and value not in choices:
-        raise PipelineError(f"params.yaml: '{key}' must be one of {list(choices)}, got {value!r}")
+        raise PipelineError(f"{source(params)}: '{key}' must be one of {list(choices)}, got {value!r}")
     if low is not None and value < low:
-        raise PipelineError(f"params.yaml: '{key}' must be >= {low}, got {value!r}")
+        raise PipelineError(f"{source(params)}: '{key}' must be >= {low}, got {value!r}")
     if high is not None and value > high:
-        raise PipelineError(f"params.yaml: '{key}' must be <= {high}, got {value!r}")
+        raise PipelineError(f"{source(params)}: '{key}' must be <= {high}, got {value!r}")
     return value
 
 
@@ -66,10 +114,19 @@ def run_stage(main: Callable[[], None]) -> None:
         sys.exit(1)
 
 
+def seed_param(params: dict, key: str, default: Any = _MISSING) -> int:
+    """A seed: an int in 0..2**32-1 (what numpy and torch accept)."""
+    return param(params, key, int, low=0, high=SEED_MAX, default=default)
+
+
+def device_param(params: dict):
+    """The torch device of `device`, checked against this machine before any work."""
+    return pick_device(param(params, "device", str, default="auto"), source(params))
+
+
 def run_settings(params: dict):
     """(seed, torch device) of the stages that train or run models."""
-    return (param(params, "seed", int, default=0),
-            pick_device(param(params, "device", str, default="auto")))
+    return seed_param(params, "seed", default=0), device_param(params)
 
 
 def satnet_sizes(params: dict) -> tuple[int, int, int]:

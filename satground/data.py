@@ -13,14 +13,14 @@ Files under the prepared root (K = board_size**2 digits, C = board_size**4 cells
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .io import PipelineError, atomic_write, load_torch
+from .io import PipelineError, load_torch, save_torch_all
+from .sudoku import valid_grids
 
 SPLITS = ("train", "test")
 
@@ -50,7 +50,7 @@ class Boards:
 
 
 def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, test_fraction: float,
-                      seed: int) -> dict:
+                      seed: int, where: str = "params.yaml") -> dict:
     """Split the images of digits 1..K into disjoint train/test pools.
 
     Byte-identical images are kept once, so no image can land in both pools. Within each digit
@@ -68,9 +68,12 @@ def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, t
     chosen = {split: [] for split in SPLITS}
     for digit in range(1, K + 1):
         idx = rng.permutation(np.flatnonzero(labels == digit))
+        if len(idx) < 2:
+            raise PipelineError(f"MNIST digits: {len(idx)} image(s) of digit {digit}; boards of {K} digits "
+                                f"need at least two of each of 1..{K} (a train and a test image)")
         n_test = int(round(test_fraction * len(idx)))
         if n_test == 0 or n_test == len(idx):
-            raise PipelineError(f"params.yaml: 'data.test_image_fraction' = {test_fraction} leaves digit "
+            raise PipelineError(f"{where}: 'data.test_image_fraction' = {test_fraction} leaves digit "
                                 f"{digit} ({len(idx)} images) without train or test images")
         chosen["test"].append(idx[:n_test])
         chosen["train"].append(idx[n_test:])
@@ -145,17 +148,8 @@ def split_files(split: str, boards: Boards, image_labels: np.ndarray) -> dict:
 
 def save_prepared(root, files: dict) -> None:
     """Write every {file name: object} under `root`: all to temporary files first, then rename
-    them together, so an error leaves none of them (old or half-written) mixed in.
-
-    torch.save goes through a file object: with a path it names the zip's inner folder after
-    the file, and the bytes would then depend on the temporary name.
-    """
-    root = Path(root)
-    with contextlib.ExitStack() as stack:
-        for name, obj in files.items():
-            tmp = stack.enter_context(atomic_write(root / name))
-            with open(tmp, "wb") as f:
-                torch.save(obj, f)
+    them together, so an error leaves none of them (old or half-written) mixed in."""
+    save_torch_all({Path(root) / name: obj for name, obj in files.items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,9 +170,10 @@ def _check_tensor(obj: dict, key: str, dtype, shape, path) -> torch.Tensor:
     return t
 
 
-def load_boards(root, split: str, view: str = "ungrounded") -> Boards:
+def load_boards(root, split: str, view: str = "ungrounded", like: Boards | None = None) -> Boards:
     """Load one split's boards. view 'ungrounded': labels 0 at input cells (as stored);
-    'grounded': labels = the full solution, from {split}_grounded.pt."""
+    'grounded': labels = the full solution, from {split}_grounded.pt, checked to be valid grids.
+    like: boards of another split these must match in size (train and test of one board size)."""
     if view not in ("ungrounded", "grounded"):
         raise PipelineError(f"view must be 'ungrounded' or 'grounded', got {view!r}")
     path = Path(root) / f"{split}.pt"
@@ -187,6 +182,9 @@ def load_boards(root, split: str, view: str = "ungrounded") -> Boards:
            path, "'board_size' must be 2 or 3")
     board_size = obj["board_size"]
     C, K = board_size ** 4, board_size ** 2
+    if like is not None and like.board_size != board_size:
+        raise PipelineError(f"{path}: {K}x{K} boards, but the other split's boards are "
+                            f"{like.n_digits}x{like.n_digits} (rerun prepare)")
     images = _check_tensor(obj, "images", torch.uint8, (None, 28, 28), path)
     cell_image = _check_tensor(obj, "cell_image", torch.int64, (None, C), path)
     N = len(cell_image)
@@ -203,15 +201,27 @@ def load_boards(root, split: str, view: str = "ungrounded") -> Boards:
         _check(bool(((labels >= 1) & (labels <= K)).all()), gpath, f"labels must be 1..{K}")
         _check(bool((labels[~is_input] == obj["labels"][~is_input]).all()), gpath,
                f"labels disagree with {path.name} at blank cells")
+        bad = np.flatnonzero(~valid_grids(labels.numpy(), board_size))
+        _check(len(bad) == 0, gpath, f"board {bad[0] if len(bad) else 0}: the solution is not a valid "
+                                     f"Sudoku grid ({len(bad)} such boards)")
     return Boards(board_size, images, cell_image, is_input, labels)
 
 
-def load_truth(root, split: str) -> dict:
-    """{split}_truth.pt: {"input_labels": uint8 (N, C), "image_labels": uint8 (P,)}; evaluation only."""
+def load_truth(root, split: str, boards: Boards | None = None) -> dict:
+    """{split}_truth.pt: {"input_labels": uint8 (N, C), "image_labels": uint8 (P,)}; evaluation only.
+    Checked against the split's boards (`boards`, or read from {split}.pt): same boards and pool,
+    a digit exactly at given cells, and each given cell's digit is that of the image it shows."""
     path = Path(root) / f"{split}_truth.pt"
     obj = load_torch(path, f"{split} evaluation truth")
-    _check_tensor(obj, "input_labels", torch.uint8, (None, None), path)
-    _check_tensor(obj, "image_labels", torch.uint8, (None,), path)
+    boards = load_boards(root, split) if boards is None else boards
+    K = boards.n_digits
+    inputs = _check_tensor(obj, "input_labels", torch.uint8, (len(boards), boards.n_cells), path)
+    images = _check_tensor(obj, "image_labels", torch.uint8, (len(boards.images),), path)
+    _check(bool(((images >= 1) & (images <= K)).all()), path, f"'image_labels' must be digits 1..{K}")
+    _check(bool(((inputs > 0) == boards.is_input).all()), path,
+           f"'input_labels' must hold a digit exactly at the given cells of {split}.pt")
+    _check(bool((images[boards.cell_image[boards.is_input]] == inputs[boards.is_input]).all()), path,
+           f"'input_labels' disagree with the digits of the images shown in {split}.pt")
     return obj
 
 

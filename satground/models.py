@@ -141,11 +141,19 @@ def checkpoint(model: nn.Module) -> dict:
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
 
-def load_solver(path, backend: str = "auto") -> nn.Module:
-    """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`."""
+def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None) -> nn.Module:
+    """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`; checked against the
+    `boards` it will be used with (same board size) and the `kind` a stage needs."""
     saved = load_torch(path, "solver model")
     if not isinstance(saved, dict) or saved.get("kind") not in ("visual", "symbolic"):
         raise PipelineError(f"{path}: not a solver model file (expected kind visual/symbolic)")
+    if kind is not None and saved["kind"] != kind:
+        raise PipelineError(f"{path}: a {saved['kind']} solver, but this stage needs a {kind} one")
+    size = saved.get("config", {}).get("board_size") if isinstance(saved.get("config"), dict) else None
+    if boards is not None and size != boards.board_size:
+        have = f"{size ** 2}x{size ** 2}" if isinstance(size, int) else repr(size)
+        raise PipelineError(f"{path}: a solver of {have} boards, but the boards are "
+                            f"{boards.n_digits}x{boards.n_digits}")
     try:
         solver = SymbolicSolver(**saved["config"], backend=backend)
         solver.load_state_dict(saved["solver"])

@@ -5,8 +5,16 @@ cells, stored row-major as a uint8 vector of length C: 1..K for a digit, 0 for a
 
 The solver is a bitmask depth-first search that always branches on the empty cell with the
 fewest candidates, compiled with numba. Generation takes a random full grid (the same search
-with random candidate order) and removes cells in random order while the puzzle keeps exactly
-one solution, until it reaches a target number of givens drawn per puzzle.
+with random candidate order) and removes cells in random order, by one of two rules
+(GENERATORS):
+
+    unique          a cell goes while the puzzle keeps exactly one solution, until a target
+                    number of givens drawn per puzzle is reached;
+    hidden_singles  a cell goes when its digit is still forced by a hidden single (no other
+                    empty cell of its row, column or box could hold it), in one pass over the
+                    cells, whatever the count: the rule of the generator behind the published
+                    SATNet dataset (Kyubyong Park's sudoku repository), so every blank cell can
+                    be filled by hidden singles alone. 9x9: about 35.6 givens.
 """
 from __future__ import annotations
 
@@ -175,11 +183,62 @@ def _generate_one(box, target, seed, max_tries, puzzle_out, solution_out):
             break
 
 
+@njit(cache=True)
+def _could_hold(puzzle, box, other, cell, digit):
+    """Whether the empty cell `other` could hold `digit`: no given among its peers (other than
+    `cell`, the one being removed) shows it."""
+    K = box * box
+    r, q = other // K, other % K
+    b0 = (r // box) * box * K + (q // box) * box
+    for m in range(K):
+        for peer in (r * K + m, m * K + q, b0 + (m // box) * K + m % box):
+            if peer != cell and puzzle[peer] == digit:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _hidden_single(puzzle, box, cell):
+    """Whether the digit of `cell` is forced by a hidden single: in its row, column or box no
+    other cell could hold it."""
+    K = box * box
+    r, q = cell // K, cell % K
+    b0 = (r // box) * box * K + (q // box) * box
+    digit = puzzle[cell]
+    for group in range(3):
+        decisive = True
+        for m in range(K):
+            other = r * K + m if group == 0 else m * K + q if group == 1 else b0 + (m // box) * K + m % box
+            if other != cell and puzzle[other] == 0 and _could_hold(puzzle, box, other, cell, digit):
+                decisive = False
+                break
+        if decisive:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _generate_hidden_singles(box, seed, puzzle_out, solution_out):
+    """One puzzle: a random grid, then one pass over the cells in random order removing each cell
+    whose digit a hidden single still forces."""
+    np.random.seed(seed)
+    C = box ** 4
+    _search(np.zeros(C, np.uint8), box, np.int64(1), solution_out, np.int64(-1), np.int64(-1),
+            np.bool_(True))
+    puzzle_out[:] = solution_out
+    for c in np.random.permutation(C):
+        if _hidden_single(puzzle_out, box, c):
+            puzzle_out[c] = 0
+
+
 @njit(cache=True, parallel=True)
-def _generate_many(box, targets, seeds, max_tries, puzzles, solutions):
+def _generate_many(box, hidden_singles, targets, seeds, max_tries, puzzles, solutions):
     # one seed per puzzle, so the result does not depend on the number of threads
     for i in prange(len(seeds)):
-        _generate_one(box, targets[i], seeds[i], max_tries, puzzles[i], solutions[i])
+        if hidden_singles:
+            _generate_hidden_singles(box, seeds[i], puzzles[i], solutions[i])
+        else:
+            _generate_one(box, targets[i], seeds[i], max_tries, puzzles[i], solutions[i])
 
 
 @njit(cache=True)
@@ -248,17 +307,22 @@ def is_valid_grid(grid, board_size: int) -> bool:
 
 def givens_targets(n_puzzles: int, board_size: int, mean: float, std: float,
                    rng: np.random.Generator) -> np.ndarray:
-    """Per-puzzle number of givens: a normal draw rounded and clipped to 1..C."""
+    """Per-puzzle number of givens: a normal draw rounded and clipped to 1..C-1."""
     C = n_cells(board_size)
     targets = np.rint(rng.normal(mean, std, size=n_puzzles)) if std > 0 else np.full(n_puzzles, round(mean))
-    return np.clip(targets, 1, C).astype(np.int64)
+    return np.clip(targets, 1, C - 1).astype(np.int64)  # at least one given and one blank cell
+
+
+GENERATORS = ("unique", "hidden_singles")
 
 
 def generate_puzzles(n_puzzles: int, board_size: int, seed: int, givens_mean: float | None = None,
-                     givens_std: float | None = None, max_tries: int = 20, progress=None):
+                     givens_std: float | None = None, max_tries: int = 20, progress=None,
+                     generator: str = "unique"):
     """Distinct puzzles with exactly one solution: (puzzles uint8 (N, C), solutions uint8 (N, C)).
 
-    Givens per puzzle follow round(Normal(givens_mean, givens_std)); the defaults keep the
+    generator: one of GENERATORS (module docstring); "hidden_singles" ignores the givens targets.
+    With "unique", givens per puzzle follow round(Normal(givens_mean, givens_std)); the defaults keep the
     published dataset's fraction of givens (36.2 of 81, std 3 of 81). A target below what a
     random grid allows (minimal puzzles have about 22-26 givens on 9x9) is approached over
     `max_tries` fresh grids and the sparsest one kept. The same seed gives the same puzzles
@@ -266,6 +330,8 @@ def generate_puzzles(n_puzzles: int, board_size: int, seed: int, givens_mean: fl
     """
     if board_size not in (2, 3):
         raise ValueError(f"board_size must be 2 or 3, got {board_size}")
+    if generator not in GENERATORS:
+        raise ValueError(f"generator must be one of {GENERATORS}, got {generator!r}")
     C = n_cells(board_size)
     givens_mean = PUBLISHED_GIVENS_FRACTION * C if givens_mean is None else givens_mean
     givens_std = 3.0 / 81 * C if givens_std is None else givens_std
@@ -283,7 +349,8 @@ def generate_puzzles(n_puzzles: int, board_size: int, seed: int, givens_mean: fl
         seeds = rng.integers(0, 2**31 - 1, size=n_new)
         new_puzzles = np.zeros((n_new, C), np.uint8)
         new_solutions = np.zeros((n_new, C), np.uint8)
-        _generate_many(board_size, targets, seeds, max_tries, new_puzzles, new_solutions)
+        _generate_many(board_size, generator == "hidden_singles", targets, seeds, max_tries,
+                       new_puzzles, new_solutions)
         puzzles = np.concatenate([puzzles, new_puzzles])
         solutions = np.concatenate([solutions, new_solutions])
         # drop repeats (likely among 4x4 boards) so no test puzzle is also a train puzzle
@@ -296,9 +363,12 @@ def generate_puzzles(n_puzzles: int, board_size: int, seed: int, givens_mean: fl
     return puzzles, solutions
 
 
-def check_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, where: str) -> None:
+def check_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, where: str,
+                 names=None) -> None:
     """Raise PipelineError (naming `where` and the first bad board) unless every solution is a
-    valid grid and agrees with its puzzle's givens."""
+    valid grid and agrees with its puzzle's givens. names(i) labels board i in messages (e.g. its
+    CSV line); default "board i"."""
+    names = names or (lambda i: f"board {i}")
     C, K = n_cells(board_size), n_digits(board_size)
     for name, boards in (("puzzles", puzzles), ("solutions", solutions)):
         if boards.ndim != 2 or boards.shape[1] != C:
@@ -309,14 +379,32 @@ def check_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, wh
         raise PipelineError(f"{where}: {len(puzzles)} puzzles but {len(solutions)} solutions")
     bad = np.flatnonzero(~valid_grids(solutions, board_size))
     if len(bad):
-        raise PipelineError(f"{where}: board {bad[0]}: the solution is not a valid Sudoku grid "
+        raise PipelineError(f"{where}: {names(bad[0])}: the solution is not a valid Sudoku grid "
                             f"({len(bad)} such boards)")
     clash = (puzzles != 0) & (puzzles != solutions)
     bad = np.flatnonzero(clash.any(axis=1))
     if len(bad):
         cell = int(np.flatnonzero(clash[bad[0]])[0])
-        raise PipelineError(f"{where}: board {bad[0]}: given {puzzles[bad[0], cell]} at row {cell // K + 1}, "
+        raise PipelineError(f"{where}: {names(bad[0])}: given {puzzles[bad[0], cell]} at row {cell // K + 1}, "
                             f"column {cell % K + 1} disagrees with the solution ({len(bad)} such boards)")
+
+
+def check_puzzles(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, where: str,
+                  names=None) -> None:
+    """check_boards, and every puzzle has a given cell, a blank cell and exactly one solution
+    (exact-match scoring is meaningless otherwise)."""
+    names = names or (lambda i: f"board {i}")
+    check_boards(puzzles, solutions, board_size, where, names)
+    givens = (puzzles != 0).sum(axis=1)
+    for bad, problem in ((givens == 0, "the puzzle has no given cell"),
+                         (givens == n_cells(board_size), "the puzzle has no blank cell")):
+        if bad.any():
+            raise PipelineError(f"{where}: {names(np.flatnonzero(bad)[0])}: {problem} "
+                                f"({int(bad.sum())} such boards)")
+    bad = np.flatnonzero(count_solutions_many(puzzles, board_size) != 1)
+    if len(bad):
+        raise PipelineError(f"{where}: {names(bad[0])}: the puzzle has more than one solution "
+                            f"({len(bad)} such boards); exact-match scoring needs exactly one")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,14 +517,15 @@ def read_published(folder, board_size: int = 3, n_first: int | None = None, n_la
 def read_csv(path, board_size: int, limit: int | None = None):
     """Read rows 'puzzle,solution' of digit strings (0 or '.' = blank); a header row is skipped.
 
-    Returns (puzzles uint8 (N, C), solutions uint8 (N, C)); reads at most `limit` boards.
+    Returns (puzzles uint8 (N, C), solutions uint8 (N, C), the CSV line of each board (N,));
+    reads at most `limit` boards. Every puzzle must have givens, blanks and one solution.
     """
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: CSV file not found")
     C, K = n_cells(board_size), n_digits(board_size)
     digits = {str(d): d for d in range(1, K + 1)}
-    puzzles, solutions = [], []
+    puzzles, solutions, lines = [], [], []
     with path.open(newline="") as f:
         for line_no, row in enumerate(csv.reader(f), start=1):
             if not row or (line_no == 1 and not any(ch.isdigit() for ch in "".join(row))):
@@ -459,9 +548,11 @@ def read_csv(path, board_size: int, limit: int | None = None):
                 boards.append([digits.get(ch, 0) for ch in text])
             puzzles.append(boards[0])
             solutions.append(boards[1])
+            lines.append(line_no)
     if not puzzles:
         raise PipelineError(f"{path}: no boards found")
     puzzles = np.array(puzzles, np.uint8)
     solutions = np.array(solutions, np.uint8)
-    check_boards(puzzles, solutions, board_size, str(path))
-    return puzzles, solutions
+    lines = np.array(lines, np.int64)
+    check_puzzles(puzzles, solutions, board_size, str(path), lambda i: f"line {lines[i]}")
+    return puzzles, solutions, lines

@@ -5,12 +5,13 @@ Both are scored on the test boards against the full solution, and saved for erro
 from __future__ import annotations
 
 import argparse
+import copy
 
 import torch
 
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.io import save_json, save_torch, seed_everything
+from satground.io import save_json, save_torch_all, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
 from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
 
@@ -42,7 +43,7 @@ def main(argv=None):
     generator = seed_everything(seed)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
-    test = load_boards(args.prepared, "test", view="grounded")
+    test = load_boards(args.prepared, "test", view="grounded", like=train)
 
     model = SymbolicSolver(train.board_size, m, aux, max_iter, zero_input_outputs=False).to(device)
     live = open_live(args.live_dir)
@@ -50,7 +51,9 @@ def main(argv=None):
     fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size, device,
         generator, live, desc="non-visual SATNet")
     metrics = {"no_proofreader": test_scores(model, test, batch_size, device)}
-    save_torch(checkpoint(model.cpu()), args.model_out)
+    # saved with the proofread model at the end: an interrupted run leaves neither, never one
+    # model of this run beside one of an earlier run
+    without_proofreader = copy.deepcopy(checkpoint(model.cpu()))
 
     optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=proofread_lr)
     model.to(device)
@@ -59,7 +62,8 @@ def main(argv=None):
     metrics["proofreader"] = test_scores(model, test, batch_size, device)
     live.end()
 
-    save_torch(checkpoint(model.cpu()), args.proofread_model_out)
+    save_torch_all({args.model_out: without_proofreader,
+                    args.proofread_model_out: checkpoint(model.cpu())})
     save_json(metrics, args.metrics_out)
     print(f"baseline non-visual SATNet: boards {metrics['no_proofreader']['board_accuracy']:.3f}, "
           f"with proofreader {metrics['proofreader']['board_accuracy']:.3f}")

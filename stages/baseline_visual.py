@@ -47,8 +47,8 @@ def main(argv=None):
 
     generator = seed_everything(seed)
     train = load_boards(args.prepared, "train", view=args.view)
-    test = load_boards(args.prepared, "test")  # ungrounded: per-epoch scores on output cells
-    solution = load_boards(args.prepared, "test", view="grounded").labels  # final scores only
+    test = load_boards(args.prepared, "test", like=train)  # ungrounded: per-epoch scores on output cells
+    solution = load_boards(args.prepared, "test", view="grounded", like=train).labels  # final scores only
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.

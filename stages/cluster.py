@@ -21,8 +21,8 @@ from satground import infogan
 from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
                                   format_accuracy, load_given_images, load_image_labels,
                                   plot_confusion, plot_samples, save_clusterer)
-from satground.config import load_params, param, run_stage
-from satground.io import PipelineError, pick_device, save_figure, save_json, seed_everything
+from satground.config import device_param, load_params, param, run_stage, seed_param, source
+from satground.io import PipelineError, atomic_directory, save_figure, save_json, seed_everything
 
 
 def read_params(params: dict) -> dict:
@@ -35,9 +35,10 @@ def read_params(params: dict) -> dict:
     p["n_cont"] = param(params, "cluster.n_cont", int, low=0, default=2)
     p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)
     p["checkpoint_every"] = param(params, "cluster.checkpoint_every", int, low=1)
-    p["seed"] = param(params, "cluster.seed", int, low=0)
+    p["seed"] = seed_param(params, "cluster.seed")
     p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # umap, spectral
-    p["device"] = param(params, "device", str, default="auto")
+    p["device"] = device_param(params)
+    p["source"] = source(params)
     return p
 
 
@@ -51,9 +52,8 @@ def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, 
                                              seed=p["seed"])
     seconds = time.perf_counter() - start
     out = Path(args.out)
-    for stale in out.glob("*.pt"):
-        stale.unlink()
-    save_clusterer(clusterer, out / "final.pt", epoch=0)
+    with atomic_directory(out) as folder:  # no checkpoint of an earlier run survives beside it
+        save_clusterer(clusterer, folder / "final.pt", epoch=0)
 
     train_clusters, test_clusters = clusterer.assign(train_images), clusterer.assign(test_images)
     train = cluster_report(train_clusters, train_labels, K)
@@ -96,13 +96,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     p = read_params(load_params(args.params))
-    device = pick_device(p["device"])
+    device = p["device"]
     train_images, train_idx, K = load_given_images(args.data, "train")
-    test_images, test_idx, test_K = load_given_images(args.data, "test")
-    if test_K != K:
-        raise PipelineError(f"{args.data}: train boards have {K} digits but test boards {test_K}")
+    test_images, test_idx, _ = load_given_images(args.data, "test", K)
     if len(train_images) < p["batch_size"]:
-        raise PipelineError(f"params.yaml: 'cluster.batch_size' = {p['batch_size']} exceeds the "
+        raise PipelineError(f"{p['source']}: 'cluster.batch_size' = {p['batch_size']} exceeds the "
                             f"{len(train_images)} training images")
     # reporting only: None when the truth file is absent
     train_labels = load_image_labels(args.data, "train", train_idx)
@@ -115,47 +113,46 @@ def main(argv=None):
     opt_d, opt_g = infogan.make_optimizers(model, p["lr_d"], p["lr_g"])
     clusterer = InfoGANClusterer(model)
 
-    out = Path(args.out)
-    for stale in out.glob("epoch_*.pt"):  # checkpoints of an earlier run must not mix in
-        stale.unlink()
+    # checkpoints go to a fresh folder that replaces models/cluster/ whole: no file of an
+    # earlier run survives beside them
+    with atomic_directory(args.out) as out:
+        from dvclive import Live
 
-    from dvclive import Live
+        live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+        steps_per_epoch = len(train_images) // p["batch_size"]
+        history = []
 
-    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
-    steps_per_epoch = len(train_images) // p["batch_size"]
-    history = []
+        def end_of_epoch(epoch: int, losses: dict, seconds: float | None) -> dict:
+            # clusters of real images use batch-norm statistics of real images (see the function)
+            infogan.calibrate_batch_norm(model, train_images)
+            train = cluster_report(clusterer.assign(train_images), train_labels, K)
+            test = cluster_report(clusterer.assign(test_images), test_labels, K)
+            row = {"epoch": epoch, **losses, "train_largest_cluster": train["largest_cluster_fraction"]}
+            if train["accuracy"] is not None:
+                row["train_accuracy"] = train["accuracy"]
+            if test["accuracy"] is not None:
+                row["test_accuracy"] = test["accuracy"]
+            if seconds is not None:
+                row["seconds_per_epoch"] = seconds
+            for name, value in row.items():
+                if name != "epoch":
+                    live.log_metric(name, value)
+            live.next_step()
+            if epoch % p["checkpoint_every"] == 0 or epoch == p["epochs"]:
+                save_clusterer(clusterer, out / f"epoch_{epoch:03d}.pt", epoch=epoch)
+            history.append(row)
+            return row
 
-    def end_of_epoch(epoch: int, losses: dict, seconds: float | None) -> dict:
-        # clusters of real images use batch-norm statistics of real images (see the function)
-        infogan.calibrate_batch_norm(model, train_images)
-        train = cluster_report(clusterer.assign(train_images), train_labels, K)
-        test = cluster_report(clusterer.assign(test_images), test_labels, K)
-        row = {"epoch": epoch, **losses, "train_largest_cluster": train["largest_cluster_fraction"]}
-        if train["accuracy"] is not None:
-            row["train_accuracy"] = train["accuracy"]
-        if test["accuracy"] is not None:
-            row["test_accuracy"] = test["accuracy"]
-        if seconds is not None:
-            row["seconds_per_epoch"] = seconds
-        for name, value in row.items():
-            if name != "epoch":
-                live.log_metric(name, value)
-        live.next_step()
-        if epoch % p["checkpoint_every"] == 0 or epoch == p["epochs"]:
-            save_clusterer(clusterer, out / f"epoch_{epoch:03d}.pt", epoch=epoch)
-        history.append(row)
-        return row
-
-    end_of_epoch(0, {}, None)
-    with tqdm(total=p["epochs"] * steps_per_epoch, desc="infogan", unit="step") as bar:
-        for epoch in range(1, p["epochs"] + 1):
-            start = time.perf_counter()
-            losses = infogan.train_epoch(model, opt_d, opt_g, train_images, p["batch_size"], rng,
-                                         p["cont_weight"], progress=bar)
-            row = end_of_epoch(epoch, losses, time.perf_counter() - start)
-            bar.set_postfix({k: f"{v:.3f}" for k, v in row.items() if k.endswith("accuracy")})
-    live.end()
-    save_clusterer(clusterer, out / "final.pt", epoch=p["epochs"])
+        end_of_epoch(0, {}, None)
+        with tqdm(total=p["epochs"] * steps_per_epoch, desc="infogan", unit="step") as bar:
+            for epoch in range(1, p["epochs"] + 1):
+                start = time.perf_counter()
+                losses = infogan.train_epoch(model, opt_d, opt_g, train_images, p["batch_size"], rng,
+                                             p["cont_weight"], progress=bar)
+                row = end_of_epoch(epoch, losses, time.perf_counter() - start)
+                bar.set_postfix({k: f"{v:.3f}" for k, v in row.items() if k.endswith("accuracy")})
+        live.end()
+        save_clusterer(clusterer, out / "final.pt", epoch=p["epochs"])
 
     test_clusters = clusterer.assign(test_images)
     save_figure(plot_samples(infogan.sample_grid(model, 10, torch.Generator().manual_seed(0))),
@@ -181,7 +178,7 @@ def main(argv=None):
 
     print(f"cluster: {p['method']} K={K}, {p['epochs']} epochs on {len(train_images)} given-cell images, "
           f"clustering accuracy train {format_accuracy(metrics['train_accuracy'])} / test {format_accuracy(metrics['test_accuracy'])}"
-          f" -> {out / 'final.pt'}")
+          f" -> {Path(args.out) / 'final.pt'}")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ from tqdm import tqdm
 from satground import lenet
 from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
                                   load_image_labels)
-from satground.config import load_params, param, run_stage
-from satground.io import PipelineError, pick_device, save_json, seed_everything
+from satground.config import device_param, load_params, param, run_stage, seed_param, source
+from satground.io import PipelineError, save_json, seed_everything
 
 
 def read_params(params: dict) -> dict:
@@ -24,20 +24,21 @@ def read_params(params: dict) -> dict:
         "epochs": param(params, "distill.epochs", int, low=1),
         "batch_size": param(params, "distill.batch_size", int, low=1),
         "lr": param(params, "distill.lr", float, low=0.0),
-        "seed": param(params, "distill.seed", int, low=0),
+        "seed": seed_param(params, "distill.seed"),
         # "final", or an epoch of a saved clusterer checkpoint: the clustering-accuracy ablation
         # sweeps this (README, "The ablation")
         "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
-        "device": param(params, "device", str, default="auto"),
+        "device": device_param(params),
+        "source": source(params),
     }
 
 
-def checkpoint_path(checkpoint) -> str:
+def checkpoint_path(checkpoint, where: str) -> str:
     if checkpoint == "final":
         return "models/cluster/final.pt"
-    if isinstance(checkpoint, int) and checkpoint >= 0:
+    if isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint >= 0:
         return f"models/cluster/epoch_{checkpoint:03d}.pt"
-    raise PipelineError(f"params.yaml: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
+    raise PipelineError(f"{where}: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
                         f"got {checkpoint!r}")
 
 
@@ -53,12 +54,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     p = read_params(load_params(args.params))
-    device = pick_device(p["device"])
+    device = p["device"]
     if args.clusterer is None:
-        args.clusterer = checkpoint_path(p["checkpoint"])
+        args.clusterer = checkpoint_path(p["checkpoint"], p["source"])
     teacher = load_clusterer(args.clusterer)
     train_images, train_idx, K = load_given_images(args.data, "train")
-    test_images, test_idx, _ = load_given_images(args.data, "test")
+    test_images, test_idx, _ = load_given_images(args.data, "test", K)
     if teacher.n_clusters != K:
         raise PipelineError(f"{args.clusterer}: clusterer has {teacher.n_clusters} clusters but the "
                             f"boards in {args.data} have {K} digits")

@@ -84,8 +84,8 @@ def main(argv=None):
 
     seed_everything(seed)
     test = load_boards(args.prepared, "test", view="grounded")
-    models = {"no_proofreader": load_solver(args.model).to(device),
-              "proofreader": load_solver(args.proofread_model).to(device)}
+    models = {"no_proofreader": load_solver(args.model, boards=test, kind="symbolic").to(device),
+              "proofreader": load_solver(args.proofread_model, boards=test, kind="symbolic").to(device)}
     corrupted = {n: inject_errors(test, n, np.random.default_rng([seed, n])) if n else test
                  for n in range(max_errors + 1)}
     results = {name: {str(n): scores_by_solvability(model, boards, batch_size, device)

@@ -18,8 +18,8 @@ import torch
 
 from satground.config import load_params, param, run_settings, run_stage
 from satground.data import given_image_indices, load_boards, load_truth
-from satground.grounding import hard_permutation
-from satground.io import PipelineError, atomic_write, save_json, save_text, seed_everything
+from satground.grounding import hard_permutation, load_permutation
+from satground.io import PipelineError, atomic_outputs, json_text, seed_everything
 from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy
 from satground.models import load_solver
@@ -45,6 +45,10 @@ def read_json(path) -> dict:
         return json.loads(path.read_text())
     except ValueError as exc:
         raise PipelineError(f"{path}: not valid JSON ({exc})") from None
+
+
+# the scores a baseline's metrics must hold for the results table
+BASELINE_SCORES = {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"}
 
 
 def results_table(rows: dict) -> pd.DataFrame:
@@ -87,11 +91,27 @@ def main(argv=None):
     seed, device = run_settings(params)
     batch_size = param(params, "evaluate.batch_size", int, low=1)
 
+    # every input is read and checked before anything is written
     seed_everything(seed)
     test = load_boards(args.prepared, "test")
     solution = load_boards(args.prepared, "test", view="grounded").labels
-    truth = load_truth(args.prepared, "test")
+    truth = load_truth(args.prepared, "test", test)
     K = test.n_digits
+    solvers = {name: load_solver(path, boards=test, kind="visual") for name, path in
+               (("no_proofreader", args.solver), ("proofreader", args.solver_proofread),
+                ("ground", args.ground))}
+    saved_perm = load_permutation(args.permutation, K)
+    perm, output_perm = saved_perm["permutation"], saved_perm["output_permutation"]
+    baselines = {}
+    if not args.skip_baselines:
+        for name, path in (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded),
+                           ("symbols", args.baseline_nonvisual)):
+            baselines[name] = read_json(path)
+            for key, value in baselines[name].items():
+                if key not in ("no_proofreader", "proofreader") or not isinstance(value, dict) or \
+                        not BASELINE_SCORES <= value.keys():
+                    raise PipelineError(f"{path}: expected entries no_proofreader/proofreader with "
+                                        f"{sorted(BASELINE_SCORES)}, got {key!r} (rerun its stage)")
 
     def scores(model, perm=None, output_perm=None):
         """Exact-match scores; perm / output_perm relabel given / output cells from clusters."""
@@ -101,18 +121,9 @@ def main(argv=None):
             digits = torch.where(test.is_input, digits, predicted_digits(probs, K, output_perm))
         return solution_metrics(digits, solution, test)
 
-    ours = {"no_proofreader": scores(load_solver(args.solver)),
-            "proofreader": scores(load_solver(args.solver_proofread))}
-
+    ours = {name: scores(solvers[name]) for name in ("no_proofreader", "proofreader")}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
-    saved_perm = read_json(args.permutation)
-    try:
-        perm = torch.tensor(saved_perm["permutation"], dtype=torch.long)
-        output_perm = torch.tensor(saved_perm.get("output_permutation", saved_perm["permutation"]))
-        soft = torch.tensor(saved_perm["soft_permutation"], dtype=torch.float)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PipelineError(f"{args.permutation}: missing or bad permutation ({exc})") from None
-    ground_model = load_solver(args.ground)
+    ground_model = solvers["ground"]
     ground = scores(ground_model, perm, output_perm)
 
     # the true cluster -> digit matching of the frozen distilled classifier (in ground.pt) on the
@@ -121,6 +132,7 @@ def main(argv=None):
     clusters = classify(ground_model.classifier.to(device), test.images[pool]).numpy()
     digits = truth["image_labels"][pool].long().numpy() - 1
     true_perm = torch.from_numpy(best_matching(clusters, digits, K, K))
+    soft = saved_perm["soft_permutation"]
     grounding = {
         "clustering_accuracy": clustering_accuracy(clusters, digits, K, K),
         "permutation_correct": bool(torch.equal(perm, true_perm)),
@@ -130,26 +142,20 @@ def main(argv=None):
         "true_permutation": true_perm.tolist(),
         **{f"phase_{k}": v for k, v in ground.items()},
     }
-    save_json({"ours": ours, "ground": grounding}, args.metrics_out)
 
     rows = {}
-    if not args.skip_baselines:
-        for view, path in (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded)):
-            for key, value in read_json(path).items():
-                rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
+    for view in ("grounded", "ungrounded"):
+        for key, value in baselines.get(view, {}).items():
+            rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
     rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
     rows[("Ours", "ungrounded", "yes")] = ours["proofreader"]
-    if not args.skip_baselines:
-        for key, value in read_json(args.baseline_nonvisual).items():
-            rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
-    try:
-        frame = results_table(rows)
-    except (KeyError, TypeError) as exc:
-        raise PipelineError(f"baseline metrics lack a score ({exc}): rerun the baseline stages") from None
-    save_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n",
-              args.table_out)
-    with atomic_write(args.csv_out) as tmp:
-        frame.to_csv(tmp, index=False)
+    for key, value in baselines.get("symbols", {}).items():
+        rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
+    frame = results_table(rows)
+    with atomic_outputs([args.metrics_out, args.table_out, args.csv_out]) as (metrics_tmp, table_tmp, csv_tmp):
+        metrics_tmp.write_text(json_text({"ours": ours, "ground": grounding}))
+        table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
+        frame.to_csv(csv_tmp, index=False)
     print(f"evaluate: {len(test)} test boards; ours {100 * ours['no_proofreader']['board_accuracy']:.1f} % "
           f"boards, {100 * ours['proofreader']['board_accuracy']:.1f} % with proofreader; permutation "
           f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")

@@ -17,10 +17,10 @@ import copy
 
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
+from satground.config import load_params, param, run_settings, run_stage, satnet_sizes, source
 from satground.data import load_boards
 from satground.grounding import (ASSIGNMENTS, PermutationAccumulator, align_to_inputs,
-                                 hard_permutation, is_permutation, peer_cooccurrence)
+                                 hard_permutation, is_permutation, peer_cooccurrence, save_permutation)
 from satground.io import PipelineError, save_figure, save_json, save_torch, seed_everything
 from satground.lenet import load_lenet
 from satground.losses import APPROXMAX
@@ -81,7 +81,7 @@ def main(argv=None):
     try:
         train, val = split_boards(boards, val_fraction, generator)
     except ValueError as exc:
-        raise PipelineError(f"params.yaml: 'ground.val_fraction': {exc}") from None
+        raise PipelineError(f"{source(params)}: 'ground.val_fraction': {exc}") from None
     classifier = load_lenet(args.classifier)
     if classifier.n_classes != K:
         raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
@@ -136,20 +136,10 @@ def main(argv=None):
     chosen = aligned if align_inputs else output_perm
 
     save_torch(checkpoint(model.cpu()), args.model_out)
-    save_json({
-        "permutation": chosen.tolist(),
-        "cluster_to_digit": {str(c): int(d) + 1 for c, d in enumerate(chosen.tolist())},
-        "assignment": used,
-        "argmax": argmax.tolist(),
-        "hungarian": hungarian.tolist(),
-        "argmax_is_permutation": argmax_ok,
-        "output_permutation": output_perm.tolist(),
-        "output_to_input": rho.tolist(),
-        "aligned_to_inputs": align_inputs,
-        "soft_permutation": [[round(float(x), 6) for x in row] for row in P],
-        "peer_cooccurrence": cooccurrence.tolist(),
-        "best_epoch": best["epoch"],
-    }, args.permutation_out)
+    save_permutation(args.permutation_out, chosen, output_perm, P, assignment=used,
+                     argmax=argmax.tolist(), hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
+                     output_to_input=rho.tolist(), aligned_to_inputs=align_inputs,
+                     peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
     save_figure(plot_permutation(P, output_perm), args.plot_out)
     metrics = {
         "val_output_cell_accuracy": best["scores"]["output_cell_accuracy"],

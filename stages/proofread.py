@@ -33,8 +33,8 @@ def main(argv=None):
 
     generator = seed_everything(seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
-    test = load_boards(args.prepared, "test")
-    model = load_solver(args.model)
+    test = load_boards(args.prepared, "test", like=train)
+    model = load_solver(args.model, boards=train, kind="visual")
     proofreader = add_trainable_proofreader(model)
     model.to(device)
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=lr)

@@ -9,36 +9,16 @@ Test scores per epoch use output cells only; exact-match board accuracy is the e
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import torch
 
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.grounding import fold_into_classifier, fold_into_satnet, is_permutation
+from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.io import PipelineError, save_json, save_torch, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.training import bce_loss, fit, open_live
-
-
-def load_permutation(path, n_digits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(permutation to fold into the classifier, permutation of SATNet's output encoding)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PipelineError(f"{path}: permutation not found (run the ground stage)")
-    try:
-        saved = json.loads(path.read_text())
-        perms = [torch.tensor(saved["permutation"], dtype=torch.long),
-                 torch.tensor(saved.get("output_permutation", saved["permutation"]), dtype=torch.long)]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise PipelineError(f"{path}: no readable 'permutation' list ({exc})") from None
-    for perm in perms:
-        if len(perm) != n_digits or not is_permutation(perm):
-            raise PipelineError(f"{path}: permutations must be permutations of 0..{n_digits - 1}, "
-                                f"got {perm.tolist()}")
-    return perms[0], perms[1]
 
 
 def main(argv=None):
@@ -64,9 +44,10 @@ def main(argv=None):
 
     generator = seed_everything(seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
-    test = load_boards(args.prepared, "test")
+    test = load_boards(args.prepared, "test", like=train)
     K = train.n_digits
-    perm, output_perm = load_permutation(args.permutation, K)
+    saved = load_permutation(args.permutation, K)
+    perm, output_perm = saved["permutation"], saved["output_permutation"]
 
     classifier = load_lenet(args.classifier)
     if classifier.n_classes != K:
@@ -81,7 +62,7 @@ def main(argv=None):
     if init_from_ground and not from_ground:
         print("train: the self-grounded SATNet numbers outputs unlike inputs; starting SATNet afresh")
     if from_ground:
-        grounded = load_solver(args.ground).solver
+        grounded = load_solver(args.ground, boards=train, kind="visual").solver
         if (grounded.satnet.S.shape != solver.satnet.S.shape
                 or grounded.board_size != train.board_size):
             raise PipelineError(f"{args.ground}: SATNet of shape {tuple(grounded.satnet.S.shape)} "

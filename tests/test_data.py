@@ -173,18 +173,34 @@ BAD = {
     "missing csv": ({"puzzles__source": "csv", "puzzles__path": "/no/such.csv"}, "/no/such.csv"),
     "too few csv rows": ({"puzzles__source": "csv", "puzzles__path": "CSV"}, "'data.n_train' + 'data.n_test'"),
     "bad csv row": ({"puzzles__source": "csv", "puzzles__path": "BADCSV"}, "BADCSV:2"),
+    "no blank cell": ({"givens__mean": 16.0}, "'data.givens.mean' must be <= 15.0"),
+    "negative seed": ({"seed": -1}, "'data.seed' must be >= 0"),
+    "seed past 2**32": ({"seed": 2**32}, "'data.seed' must be <= 4294967295"),
+    "misspelt key": ({"n_trian": 5}, "unknown parameter 'data.n_trian' (did you mean 'data.n_train'?)"),
+    "csv puzzle without givens": ({"n_train": 1, "n_test": 1, "puzzles__source": "csv",
+                                   "puzzles__path": "CSV:NOGIVENS"}, "line 2: the puzzle has no given cell"),
+    "csv puzzle with two solutions": ({"n_train": 1, "n_test": 1, "puzzles__source": "csv",
+                                       "puzzles__path": "CSV:TWOSOLUTIONS"}, "line 2: the puzzle has more than one"),
+    "csv test puzzle repeats a train one": ({"n_train": 2, "n_test": 1, "puzzles__source": "csv",
+                                             "puzzles__path": "CSV:REPEAT"}, "line 3: test puzzle repeats a train"),
 }
+GRID = "1234341221434321"
+CSVS = {"CSV": [("0" + GRID[1:], GRID)] * 3,
+        "BADCSV": [("0" + GRID[1:], GRID), ("12x4" + GRID[4:], GRID)],
+        "CSV:NOGIVENS": [("0" + GRID[1:], GRID), ("0" * 16, GRID)],
+        "CSV:TWOSOLUTIONS": [("0" + GRID[1:], GRID), ("1" + "0" * 15, GRID)],
+        "CSV:REPEAT": [("0" + GRID[1:], GRID), ("10" + GRID[2:], GRID), ("0" + GRID[1:], GRID)]}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_gives_one_line_error_and_no_files(tmp_path, case):
     changes, expected = BAD[case]
-    good = tmp_path / "good.csv"
-    good.write_text("1234341221434321,1234341221434321\n" * 3)  # a full grid is a valid "puzzle"
-    bad = tmp_path / "bad.csv"
-    bad.write_text("1234341221434321,1234341221434321\n12x4341221434321,1234341221434321\n")
-    changes = {k: str(good) if v == "CSV" else str(bad) if v == "BADCSV" else v for k, v in changes.items()}
-    expected = expected.replace("BADCSV", str(bad))
+    files = {}
+    for name, rows in CSVS.items():
+        files[name] = tmp_path / f"{name.replace(':', '_').lower()}.csv"
+        files[name].write_text("".join(f"{p},{s}\n" for p, s in rows))
+    changes = {k: str(files[v]) if v in files else v for k, v in changes.items()}
+    expected = expected.replace("BADCSV", str(files["BADCSV"]))
     with pytest.raises(PipelineError) as exc:
         run_prepare(tmp_path / "run", **changes)
     message = str(exc.value)
@@ -200,7 +216,8 @@ def test_cli_prints_one_line_and_exits_1(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "stages" / "prepare.py"), "--params", str(tmp_path / "params.yaml"),
                              "--out", str(tmp_path / "prepared")], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == ["error: params.yaml: 'data.n_test' must be >= 1, got 0"]
+    # the message names the params file the stage was given, not a fixed "params.yaml"
+    assert result.stderr.strip().splitlines() == [f"error: {tmp_path / 'params.yaml'}: 'data.n_test' must be >= 1, got 0"]
     assert not (tmp_path / "prepared").exists()
 
 
