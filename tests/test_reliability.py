@@ -1,0 +1,250 @@
+"""Bad input, hostile files and interrupted runs: every case stops with one line naming the file or
+parameter, and leaves no half-written or stale output. (Bad params and CSV/idx/published files of
+`prepare`: tests/test_data.py, tests/test_mnist.py, tests/test_sudoku.py; the layer's numerics:
+tests/test_numerics.py; whole stages on the smoke profile: tests/test_pipeline.py.)"""
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from satground import sudoku
+from satground.clustering import load_clusterer
+from satground.config import Params, device_param, load_params, run_settings
+from satground.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
+                            split_image_pools)
+from satground.grounding import load_permutation, save_permutation
+from satground.io import (PipelineError, atomic_directory, atomic_write, load_torch, save_torch,
+                          save_torch_all)
+from satground.lenet import LeNet, load_lenet, save_lenet
+from satground.models import SymbolicSolver, checkpoint, load_solver
+
+
+def one_line(exc_info, *parts) -> str:
+    message = str(exc_info.value)
+    assert "\n" not in message, message
+    for part in parts:
+        assert str(part) in message, message
+    return message
+
+
+def write_prepared(root: Path, board_size: int, n: int = 12, seed: int = 0) -> Path:
+    """A small prepared folder of `board_size` boards with synthetic digit images."""
+    K = board_size ** 2
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(1, K + 1), 6).astype(np.uint8)
+    images = rng.integers(0, 256, (len(labels), 28, 28), dtype=np.uint8)
+    pools = split_image_pools(images, labels, board_size, 0.34, seed)
+    puzzles, solutions = sudoku.generate_puzzles(2 * n, board_size, seed)
+    files = {}
+    for i, split in enumerate(("train", "test")):
+        rows = slice(i * n, (i + 1) * n)
+        boards = build_visual_boards(puzzles[rows], solutions[rows], *pools[split], board_size, seed)
+        files.update(split_files(split, boards, pools[split][1]))
+    save_prepared(root, files)
+    return root
+
+
+@pytest.fixture
+def prepared(tmp_path) -> Path:
+    return write_prepared(tmp_path / "prepared", 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. no code runs from a data file
+
+
+class Payload:
+    """Pickles to a call of os.system: loading it with pickle would create the marker file."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+LOADERS = {  # artifact kind -> (file name, loader)
+    "boards": ("train.pt", lambda p: load_boards(p.parent, "train")),
+    "grounded labels": ("train_grounded.pt", lambda p: load_boards(p.parent, "train", view="grounded")),
+    "evaluation truth": ("train_truth.pt", lambda p: load_truth(p.parent, "train")),
+    "clusterer": ("final.pt", load_clusterer),
+    "LeNet": ("lenet.pt", load_lenet),
+    "solver": ("solver.pt", load_solver),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADERS))
+def test_a_pickle_payload_is_refused_and_never_runs(prepared, tmp_path, kind):
+    name, loader = LOADERS[kind]
+    marker = tmp_path / "payload_ran"
+    path = prepared / name
+    good = torch.load(path, weights_only=True) if path.exists() else {}
+    torch.save({**good, "extra": Payload(marker)} if isinstance(good, dict) else Payload(marker), path)
+    with pytest.raises(PipelineError) as exc:
+        loader(path)
+    one_line(exc, path, "refused", "could run code")
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. boards validated on load
+
+
+def test_a_solution_that_is_not_a_sudoku_is_refused(prepared):
+    path = prepared / "test_grounded.pt"
+    grounded = torch.load(path, weights_only=True)
+    stored = torch.load(prepared / "test.pt", weights_only=True)
+    labels = grounded["labels"].clone()
+    blank = (~stored["is_input"][3]).nonzero()[:2, 0]  # swap two blank cells' digits of board 3
+    labels[3, blank] = labels[3, blank.flip(0)]
+    if torch.equal(labels, grounded["labels"]):  # equal digits: make one cell repeat its row
+        labels[3, blank[0]] = labels[3, blank[0] ^ 1]
+    stored["labels"][3, blank] = labels[3, blank]  # the ungrounded file agrees, so only validity is off
+    torch.save(stored, prepared / "test.pt")
+    torch.save({"labels": labels}, path)
+    with pytest.raises(PipelineError) as exc:
+        load_boards(prepared, "test", view="grounded")
+    one_line(exc, path, "board 3", "not a valid Sudoku grid")
+
+
+def test_truth_files_must_match_their_boards(prepared, tmp_path):
+    other = write_prepared(tmp_path / "other", 2, n=12, seed=1)
+    shutil.copy(other / "test_truth.pt", prepared / "test_truth.pt")
+    with pytest.raises(PipelineError) as exc:
+        load_truth(prepared, "test")
+    one_line(exc, prepared / "test_truth.pt", "input_labels")
+
+    truth = torch.load(other / "test_truth.pt", weights_only=True)
+    truth["image_labels"] = truth["image_labels"][:-1]  # one image label short of the pool
+    torch.save(truth, prepared / "test_truth.pt")
+    with pytest.raises(PipelineError) as exc:
+        load_truth(prepared, "test")
+    one_line(exc, prepared / "test_truth.pt", "image_labels", "shape")
+
+
+def test_train_and_test_boards_must_have_one_size(prepared, tmp_path):
+    nine = write_prepared(tmp_path / "nine", 3, n=3)
+    shutil.copy(nine / "test.pt", prepared / "test.pt")
+    train = load_boards(prepared, "train")
+    with pytest.raises(PipelineError) as exc:
+        load_boards(prepared, "test", like=train)
+    one_line(exc, prepared / "test.pt", "9x9 boards", "4x4")
+
+
+def test_a_solver_is_checked_against_its_boards_and_kind(prepared, tmp_path):
+    boards = load_boards(prepared, "test")
+    path = tmp_path / "nine.pt"
+    save_torch(checkpoint(SymbolicSolver(3, 8, 2)), path)
+    with pytest.raises(PipelineError) as exc:
+        load_solver(path, boards=boards)
+    one_line(exc, path, "9x9", "4x4")
+    with pytest.raises(PipelineError) as exc:
+        load_solver(path, kind="visual")
+    one_line(exc, path, "symbolic solver", "visual")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4, 5. params: unknown keys, devices, seeds
+
+
+def test_a_misspelt_key_names_the_nearest_known_one(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("cluster:\n  metod: umap\n")
+    with pytest.raises(PipelineError) as exc:
+        load_params(path)
+    one_line(exc, path, "unknown parameter 'cluster.metod'", "did you mean 'cluster.method'")
+
+
+@pytest.mark.parametrize("device,problem", [("tpu", "must be auto, cpu, cuda or cuda:N"),
+                                            ("cuda:x", "must be auto, cpu, cuda or cuda:N")]
+                         + ([] if torch.cuda.is_available() else [("cuda", "has no CUDA GPU")]))
+def test_a_device_the_machine_lacks_stops_before_any_work(device, problem):
+    with pytest.raises(PipelineError) as exc:
+        device_param(Params({"device": device}, "other.yaml"))
+    one_line(exc, "other.yaml", "'device'", problem)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_seeds_outside_32_bits_are_refused(seed):
+    with pytest.raises(PipelineError) as exc:
+        run_settings(Params({"seed": seed, "device": "cpu"}, "other.yaml"))
+    one_line(exc, "other.yaml", "'seed'")
+
+
+# ---------------------------------------------------------------------------------------------
+# 6, 7. outputs land as a set; permutation files
+
+
+def test_a_folder_output_is_replaced_whole_and_kept_on_failure(tmp_path):
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    (folder / "final.pt").write_text("old run")
+    (folder / "epoch_030.pt").write_text("old run")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(folder) as tmp:
+            (tmp / "final.pt").write_text("new run")
+            raise RuntimeError("interrupted")
+    assert sorted(p.name for p in folder.iterdir()) == ["epoch_030.pt", "final.pt"]
+    assert (folder / "final.pt").read_text() == "old run"
+    with atomic_directory(folder) as tmp:
+        (tmp / "final.pt").write_text("new run")
+    assert [p.name for p in folder.iterdir()] == ["final.pt"]  # no file of the old run survives
+    assert (folder / "final.pt").read_text() == "new run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster"]
+
+
+def test_models_saved_together_land_together_or_not_at_all(tmp_path):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    save_torch({"run": 1}, a)
+    with pytest.raises(Exception):
+        save_torch_all({a: {"run": 2}, b: {"run": 2, "bad": lambda: 0}})  # the second cannot pickle
+    assert torch.load(a, weights_only=True) == {"run": 1} and not b.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt"]
+
+
+def test_a_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+    stale = tmp_path / ".lenet.pt.tmp-99999"  # what a SIGKILL during atomic_write leaves
+    stale.write_text("half written")
+    with atomic_write(tmp_path / "lenet.pt") as tmp:
+        tmp.write_text("complete")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet.pt"]
+    dvcignore = (Path(__file__).resolve().parents[1] / ".dvcignore").read_text()
+    assert ".*.tmp-*" in dvcignore.split()  # and DVC never hashes one
+
+
+@pytest.mark.parametrize("entry,value,problem", [
+    ("permutation", [0, 0, 1, 2], "'permutation' must be a permutation of 0..3"),
+    ("output_permutation", [0, 1, 2], "'output_permutation' must be a permutation of 0..3"),
+    ("soft_permutation", [[float("nan")] * 4] * 4, "finite 4x4 matrix"),
+])
+def test_a_permutation_file_that_is_not_one_is_refused(tmp_path, entry, value, problem):
+    path = tmp_path / "permutation.json"
+    good = torch.arange(4)
+    save_permutation(path, good, good, torch.eye(4))
+    assert torch.equal(load_permutation(path, 4)["permutation"], good)
+    text = path.read_text().replace(f'"{entry}": ', f'"{entry}": {value!r}, "was": '.replace("'", '"'), 1)
+    path.write_text(text.replace("nan", "NaN"))
+    with pytest.raises(PipelineError) as exc:
+        load_permutation(path, 4)
+    one_line(exc, path, problem)
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. degenerate digit sources
+
+
+def test_a_digit_source_without_some_digit_is_refused():
+    images = np.zeros((12, 28, 28), np.uint8)
+    labels = np.array([1, 1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 5], np.uint8)  # no 4
+    with pytest.raises(PipelineError) as exc:
+        split_image_pools(images + np.arange(12)[:, None, None].astype(np.uint8), labels, 2, 0.3, 0)
+    one_line(exc, "digit 4", "0 image(s)")
+
+
+def test_a_lenet_file_round_trips_under_safe_loading(tmp_path):
+    save_lenet(LeNet(4), tmp_path / "lenet.pt")
+    assert load_lenet(tmp_path / "lenet.pt").n_classes == 4
+    assert isinstance(load_torch(tmp_path / "lenet.pt"), dict)
