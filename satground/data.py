@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import PipelineError, load_torch, save_torch_all
+from .io import PipelineError, load_torch, save_all
 from .sudoku import valid_grids
 
 SPLITS = ("train", "test")
@@ -149,7 +149,7 @@ def split_files(split: str, boards: Boards, image_labels: np.ndarray) -> dict:
 def save_prepared(root, files: dict) -> None:
     """Write every {file name: object} under `root`: all to temporary files first, then rename
     them together, so an error leaves none of them (old or half-written) mixed in."""
-    save_torch_all({Path(root) / name: obj for name, obj in files.items()})
+    save_all({Path(root) / name: obj for name, obj in files.items()})
 
 
 # ---------------------------------------------------------------------------------------------

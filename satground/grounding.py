@@ -162,15 +162,14 @@ def fold_into_satnet(satnet: nn.Module, perm: torch.Tensor, n_digits: int) -> No
 # the permutation file (models/permutation.json): written by `ground`, read by `train`, `evaluate`
 
 
-def save_permutation(path, permutation: torch.Tensor, output_permutation: torch.Tensor,
-                     soft: torch.Tensor, **details) -> None:
-    """permutation: cluster -> digit folded into the classifier; output_permutation: SATNet's
-    output encoding -> digit; soft: the epoch-mean P_hat; details: reported as they are."""
-    from .io import save_json
-
-    save_json({"permutation": permutation.tolist(), "output_permutation": output_permutation.tolist(),
-               "cluster_to_digit": {str(c): int(d) + 1 for c, d in enumerate(permutation.tolist())},
-               "soft_permutation": [[round(float(x), 6) for x in row] for row in soft], **details}, path)
+def permutation_record(permutation: torch.Tensor, output_permutation: torch.Tensor, soft: torch.Tensor,
+                       **details) -> dict:
+    """The file's content (saved as JSON by io.save_all): permutation: cluster -> digit folded into
+    the classifier; output_permutation: SATNet's output encoding -> digit; soft: the epoch-mean
+    P_hat; details: reported as they are."""
+    return {"permutation": permutation.tolist(), "output_permutation": output_permutation.tolist(),
+            "cluster_to_digit": {str(c): int(d) + 1 for c, d in enumerate(permutation.tolist())},
+            "soft_permutation": [[round(float(x), 6) for x in row] for row in soft], **details}
 
 
 def load_permutation(path, n_digits: int) -> dict:

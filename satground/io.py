@@ -87,12 +87,16 @@ def save_torch(obj, path) -> None:
         torch_bytes(obj, f)
 
 
-def save_torch_all(objects: dict) -> None:
-    """{path: object}: save every object, all renamed into place together (or none)."""
+def save_all(objects: dict) -> None:
+    """{path: object}: a stage's outputs, renamed into place together (or none of them).
+    A .json path gets the object as JSON (json_text), any other path torch.save's bytes."""
     with atomic_outputs(list(objects)) as tmps:
-        for tmp, obj in zip(tmps, objects.values()):
-            with open(tmp, "wb") as f:
-                torch_bytes(obj, f)
+        for tmp, (path, obj) in zip(tmps, objects.items()):
+            if Path(path).suffix == ".json":
+                tmp.write_text(json_text(obj))
+            else:
+                with open(tmp, "wb") as f:
+                    torch_bytes(obj, f)
 
 
 def json_text(obj) -> str:

@@ -11,7 +11,7 @@ import torch
 
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.io import save_json, save_torch_all, seed_everything
+from satground.io import save_all, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
 from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
 
@@ -62,9 +62,8 @@ def main(argv=None):
     metrics["proofreader"] = test_scores(model, test, batch_size, device)
     live.end()
 
-    save_torch_all({args.model_out: without_proofreader,
-                    args.proofread_model_out: checkpoint(model.cpu())})
-    save_json(metrics, args.metrics_out)
+    save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu()),
+              args.metrics_out: metrics})
     print(f"baseline non-visual SATNet: boards {metrics['no_proofreader']['board_accuracy']:.3f}, "
           f"with proofreader {metrics['proofreader']['board_accuracy']:.3f}")
 

@@ -11,7 +11,7 @@ import torch
 
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
-from satground.io import save_json, save_torch, seed_everything
+from satground.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
 from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
@@ -73,8 +73,7 @@ def main(argv=None):
         metrics["proofreader"] = test_scores(model, test, solution, batch_size, device)
     live.end()
 
-    save_torch(checkpoint(model.cpu()), model_out)
-    save_json(metrics, metrics_out)
+    save_all({model_out: checkpoint(model.cpu()), metrics_out: metrics})
     summary = ", ".join(f"{name}: boards {scores['board_accuracy']:.3f} cells "
                         f"{scores['cell_accuracy']:.3f}" for name, scores in metrics.items())
     print(f"baseline {args.view} visual SATNet: {summary}")

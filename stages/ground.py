@@ -20,8 +20,8 @@ import torch
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes, source
 from satground.data import load_boards
 from satground.grounding import (ASSIGNMENTS, PermutationAccumulator, align_to_inputs,
-                                 hard_permutation, is_permutation, peer_cooccurrence, save_permutation)
-from satground.io import PipelineError, save_figure, save_json, save_torch, seed_everything
+                                 hard_permutation, is_permutation, peer_cooccurrence, permutation_record)
+from satground.io import PipelineError, save_all, save_figure, seed_everything
 from satground.lenet import load_lenet
 from satground.losses import APPROXMAX
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
@@ -135,11 +135,10 @@ def main(argv=None):
     aligned, rho = align_to_inputs(output_perm, cooccurrence)
     chosen = aligned if align_inputs else output_perm
 
-    save_torch(checkpoint(model.cpu()), args.model_out)
-    save_permutation(args.permutation_out, chosen, output_perm, P, assignment=used,
-                     argmax=argmax.tolist(), hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
-                     output_to_input=rho.tolist(), aligned_to_inputs=align_inputs,
-                     peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
+    permutation = permutation_record(chosen, output_perm, P, assignment=used, argmax=argmax.tolist(),
+                                     hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
+                                     output_to_input=rho.tolist(), aligned_to_inputs=align_inputs,
+                                     peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
     save_figure(plot_permutation(P, output_perm), args.plot_out)
     metrics = {
         "val_output_cell_accuracy": best["scores"]["output_cell_accuracy"],
@@ -152,7 +151,8 @@ def main(argv=None):
         "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
         "outputs_numbered_like_inputs": bool(torch.equal(rho, torch.arange(K))),
     }
-    save_json(metrics, args.metrics_out)
+    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation,
+              args.metrics_out: metrics})
     print(f"ground: best epoch {best['epoch']}/{epoch}, val output-cell accuracy "
           f"{metrics['val_output_cell_accuracy']:.3f}, cluster->digit {chosen.tolist()} ({used}"
           f"{', aligned to inputs' if align_inputs else ''}; outputs->inputs {rho.tolist()})")

@@ -10,7 +10,7 @@ import torch
 
 from satground.config import load_params, param, run_settings, run_stage
 from satground.data import load_boards
-from satground.io import save_json, save_torch, seed_everything
+from satground.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.training import bce_loss, fit, open_live
 
@@ -44,8 +44,7 @@ def main(argv=None):
                device, generator, live, desc="proofread")
     live.end()
 
-    save_torch(checkpoint(model.cpu()), args.model_out)
-    save_json(last, args.metrics_out)
+    save_all({args.model_out: checkpoint(model.cpu()), args.metrics_out: last})
     print(f"proofread: {epochs} epochs, loss {last['train_loss']:.4f}, test output-cell accuracy "
           f"{last['test_output_cell_accuracy']:.3f}, valid grids {last['test_valid_grid_rate']:.3f}")
 

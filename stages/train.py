@@ -15,7 +15,7 @@ import torch
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
-from satground.io import PipelineError, save_json, save_torch, seed_everything
+from satground.io import PipelineError, save_all, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.training import bce_loss, fit, open_live
@@ -80,8 +80,8 @@ def main(argv=None):
                device, generator, live, desc="train")
     live.end()
 
-    save_torch(checkpoint(model.cpu()), args.model_out)
-    save_json({**last, "satnet_from_ground": from_ground}, args.metrics_out)
+    save_all({args.model_out: checkpoint(model.cpu()),
+              args.metrics_out: {**last, "satnet_from_ground": from_ground}})
     print(f"train: {epochs} epochs, loss {last['train_loss']:.4f}, test output-cell accuracy "
           f"{last['test_output_cell_accuracy']:.3f}, valid grids {last['test_valid_grid_rate']:.3f}")
 

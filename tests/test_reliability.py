@@ -15,9 +15,8 @@ from satground.clustering import load_clusterer
 from satground.config import Params, device_param, load_params, run_settings
 from satground.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
                             split_image_pools)
-from satground.grounding import load_permutation, save_permutation
-from satground.io import (PipelineError, atomic_directory, atomic_write, load_torch, save_torch,
-                          save_torch_all)
+from satground.grounding import load_permutation, permutation_record
+from satground.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
 from satground.lenet import LeNet, load_lenet, save_lenet
 from satground.models import SymbolicSolver, checkpoint, load_solver
 
@@ -200,9 +199,15 @@ def test_models_saved_together_land_together_or_not_at_all(tmp_path):
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
     save_torch({"run": 1}, a)
     with pytest.raises(Exception):
-        save_torch_all({a: {"run": 2}, b: {"run": 2, "bad": lambda: 0}})  # the second cannot pickle
+        save_all({a: {"run": 2}, b: {"run": 2, "bad": lambda: 0}})  # the second cannot pickle
     assert torch.load(a, weights_only=True) == {"run": 1} and not b.exists()
+    metrics = tmp_path / "metrics.json"
+    with pytest.raises(TypeError):
+        save_all({a: {"run": 3}, metrics: {"score": object()}})  # not JSON
+    assert torch.load(a, weights_only=True) == {"run": 1} and not metrics.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt"]
+    save_all({a: {"run": 4}, metrics: {"score": 0.5}})
+    assert torch.load(a, weights_only=True) == {"run": 4} and '"score": 0.5' in metrics.read_text()
 
 
 def test_a_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
@@ -223,7 +228,7 @@ def test_a_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_pa
 def test_a_permutation_file_that_is_not_one_is_refused(tmp_path, entry, value, problem):
     path = tmp_path / "permutation.json"
     good = torch.arange(4)
-    save_permutation(path, good, good, torch.eye(4))
+    save_all({path: permutation_record(good, good, torch.eye(4))})
     assert torch.equal(load_permutation(path, 4)["permutation"], good)
     text = path.read_text().replace(f'"{entry}": ', f'"{entry}": {value!r}, "was": '.replace("'", '"'), 1)
     path.write_text(text.replace("nan", "NaN"))
