@@ -13,7 +13,7 @@ import torch
 
 from .infogan import InfoGAN, assign_clusters, parameter_counts
 from .io import PipelineError, load_torch, save_torch
-from .manifold import SpectralClusterer, UMAPClusterer
+from .manifold import PeersClusterer, SpectralClusterer, UMAPClusterer
 
 
 class InfoGANClusterer:
@@ -41,7 +41,8 @@ class InfoGANClusterer:
         return parameter_counts(self.model)
 
 
-CLUSTERERS = {"infogan": InfoGANClusterer, "umap": UMAPClusterer, "spectral": SpectralClusterer}
+CLUSTERERS = {"infogan": InfoGANClusterer, "umap": UMAPClusterer, "spectral": SpectralClusterer,
+              "peers": PeersClusterer}
 
 
 def save_clusterer(clusterer, path, **extra) -> None:
@@ -72,9 +73,9 @@ def load_clusterer(path):
 def load_given_images(root, split: str, n_digits: int | None = None):
     """The distinct images shown in given cells of a split's boards (ungrounded view).
 
-    Returns (images uint8 (M, 28, 28), pool indices (M,), K). Reads `{split}.pt` only; that
-    file carries no input-cell labels, which is asserted here so a grounded file cannot slip in.
-    n_digits: the K another split's boards have (train and test must agree).
+    Returns (images uint8 (M, 28, 28), pool indices (M,), the boards). Reads `{split}.pt` only;
+    that file carries no input-cell labels, which is asserted here so a grounded file cannot slip
+    in. n_digits: the K another split's boards have (train and test must agree).
     """
     from .data import given_image_indices, load_boards
 
@@ -86,7 +87,27 @@ def load_given_images(root, split: str, n_digits: int | None = None):
         raise PipelineError(f"{root}/{split}.pt: holds labels at input cells; clustering must "
                             "read the ungrounded view only")
     indices = given_image_indices(boards)
-    return boards.images[indices], indices, boards.n_digits
+    return boards.images[indices], indices, boards
+
+
+def peer_cannot_links(boards, indices: torch.Tensor):
+    """scipy sparse (M, M) 0/1 over the pool images `indices`: 1 where two of them are shown in
+    peer cells (same row, column or box) of some board, so they show different digits. Read from
+    the positions of the given cells alone: no label."""
+    import numpy as np
+    from scipy.sparse import coo_matrix
+
+    from .sudoku import peers
+
+    pairs = np.argwhere(np.triu(peers(boards.board_size).numpy(), 1))  # (a, b) peer cells
+    cell_image, is_input = boards.cell_image.numpy(), boards.is_input.numpy()
+    both = is_input[:, pairs[:, 0]] & is_input[:, pairs[:, 1]]
+    first, second = cell_image[:, pairs[:, 0]][both], cell_image[:, pairs[:, 1]][both]
+    position = np.full(len(boards.images), -1)
+    position[indices.numpy()] = np.arange(len(indices))
+    M = len(indices)
+    links = coo_matrix((np.ones(len(first)), (position[first], position[second])), shape=(M, M)).tocsr()
+    return ((links + links.T) > 0).astype(np.float64)
 
 
 def load_image_labels(root, split: str, indices: torch.Tensor):

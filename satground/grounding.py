@@ -20,6 +20,8 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from .sudoku import peers
+
 ASSIGNMENTS = ("argmax", "hungarian")
 
 
@@ -70,15 +72,6 @@ def relabel(probs: torch.Tensor, perm: torch.Tensor, n_digits: int) -> torch.Ten
     B = probs.shape[0]
     M = permutation_matrix(perm).to(probs)
     return (probs.reshape(B, -1, n_digits) @ M).reshape(B, -1)
-
-
-def peers(board_size: int) -> torch.Tensor:
-    """bool (C, C): cells sharing a row, column or box (a cell is not its own peer)."""
-    K = board_size ** 2
-    row, col = torch.arange(K * K) // K, torch.arange(K * K) % K
-    box = (row // board_size) * board_size + col // board_size
-    same = (row[:, None] == row) | (col[:, None] == col) | (box[:, None] == box)
-    return same & ~torch.eye(K * K, dtype=torch.bool)
 
 
 def peer_cooccurrence(clusters: torch.Tensor, is_input: torch.Tensor, board_size: int) -> torch.Tensor:

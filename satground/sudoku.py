@@ -39,6 +39,17 @@ def n_cells(board_size: int) -> int:
     return board_size ** 4
 
 
+def peers(board_size: int):
+    """bool torch tensor (C, C): cells sharing a row, column or box (a cell is not its own peer)."""
+    import torch
+
+    K = board_size ** 2
+    row, col = torch.arange(K * K) // K, torch.arange(K * K) % K
+    box = (row // board_size) * board_size + col // board_size
+    same = (row[:, None] == row) | (col[:, None] == col) | (box[:, None] == box)
+    return same & ~torch.eye(K * K, dtype=torch.bool)
+
+
 # ---------------------------------------------------------------------------------------------
 # compiled search
 

@@ -16,11 +16,11 @@ from torch import nn
 from tqdm import tqdm
 
 from .data import Boards, onehot, var_mask
-from .grounding import PermutationAccumulator, peers, relabel
+from .grounding import PermutationAccumulator, relabel
 from .losses import symbol_grounding_loss
 from .metrics import board_metrics
 from .models import VisualSolver
-from .sudoku import valid_grids
+from .sudoku import peers, valid_grids
 
 
 @dataclass

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from satground import infogan
 from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
                                   format_accuracy, load_given_images, load_image_labels,
-                                  plot_confusion, plot_samples, save_clusterer)
+                                  peer_cannot_links, plot_confusion, plot_samples, save_clusterer)
 from satground.config import device_param, load_params, param, run_stage, seed_param, source
 from satground.io import PipelineError, atomic_directory, save_figure, save_json, seed_everything
 
@@ -36,20 +36,21 @@ def read_params(params: dict) -> dict:
     p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)
     p["checkpoint_every"] = param(params, "cluster.checkpoint_every", int, low=1)
     p["seed"] = seed_param(params, "cluster.seed")
-    p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # umap, spectral
+    p["n_neighbors"] = param(params, "cluster.n_neighbors", int, low=2, default=10)  # umap, spectral, peers
+    p["peer_weight"] = param(params, "cluster.peer_weight", float, low=0.0, default=3.0)  # peers
     p["device"] = device_param(params)
     p["source"] = source(params)
     return p
 
 
-def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K):
+def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K, cannot_link):
     """The training-free methods: one fit, one checkpoint (final.pt), the same reports."""
     from dvclive import Live
 
     seed_everything(p["seed"])
     start = time.perf_counter()
-    clusterer = CLUSTERERS[p["method"]].fit(train_images, K, n_neighbors=p["n_neighbors"],
-                                             seed=p["seed"])
+    clusterer = CLUSTERERS[p["method"]].fit(train_images, K, n_neighbors=p["n_neighbors"], seed=p["seed"],
+                                             cannot_link=cannot_link, peer_weight=p["peer_weight"])
     seconds = time.perf_counter() - start
     out = Path(args.out)
     with atomic_directory(out) as folder:  # no checkpoint of an earlier run survives beside it
@@ -97,7 +98,8 @@ def main(argv=None):
 
     p = read_params(load_params(args.params))
     device = p["device"]
-    train_images, train_idx, K = load_given_images(args.data, "train")
+    train_images, train_idx, train_boards = load_given_images(args.data, "train")
+    K = train_boards.n_digits
     test_images, test_idx, _ = load_given_images(args.data, "test", K)
     if len(train_images) < p["batch_size"]:
         raise PipelineError(f"{p['source']}: 'cluster.batch_size' = {p['batch_size']} exceeds the "
@@ -106,7 +108,8 @@ def main(argv=None):
     train_labels = load_image_labels(args.data, "train", train_idx)
     test_labels = load_image_labels(args.data, "test", test_idx)
     if p["method"] != "infogan":
-        return fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K)
+        cannot_link = peer_cannot_links(train_boards, train_idx) if p["method"] == "peers" else None
+        return fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K, cannot_link)
 
     rng = seed_everything(p["seed"])
     model = infogan.InfoGAN(K, p["noise_dim"], p["n_cont"]).to(device)

@@ -58,7 +58,8 @@ def main(argv=None):
     if args.clusterer is None:
         args.clusterer = checkpoint_path(p["checkpoint"], p["source"])
     teacher = load_clusterer(args.clusterer)
-    train_images, train_idx, K = load_given_images(args.data, "train")
+    train_images, train_idx, train_boards = load_given_images(args.data, "train")
+    K = train_boards.n_digits
     test_images, test_idx, _ = load_given_images(args.data, "test", K)
     if teacher.n_clusters != K:
         raise PipelineError(f"{args.clusterer}: clusterer has {teacher.n_clusters} clusters but the "

@@ -4,8 +4,9 @@ import torch
 
 from satground.grounding import (PermutationAccumulator, align_to_inputs, fold_into_classifier,
                                  fold_into_satnet, hard_permutation, is_permutation,
-                                 peer_cooccurrence, peers, permutation_matrix, relabel)
+                                 peer_cooccurrence, permutation_matrix, relabel)
 from satground.lenet import LeNet
+from satground.sudoku import peers
 from satground.losses import symbol_grounding_loss
 from satground.satnet import SATNet
 

