@@ -76,17 +76,6 @@ def atomic_directory(path: str | os.PathLike):
         shutil.rmtree(old, ignore_errors=True)
 
 
-def torch_bytes(obj, f) -> None:
-    # through a file object: torch then names the archive's inner folder "archive" rather than
-    # after the (temporary) file name, so equal objects give byte-identical files
-    torch.save(obj, f)
-
-
-def save_torch(obj, path) -> None:
-    with atomic_write(path) as tmp, open(tmp, "wb") as f:
-        torch_bytes(obj, f)
-
-
 def save_all(objects: dict) -> None:
     """{path: object}: a stage's outputs, renamed into place together (or none of them).
     A .json path gets the object as JSON (json_text), any other path torch.save's bytes."""
@@ -95,8 +84,14 @@ def save_all(objects: dict) -> None:
             if Path(path).suffix == ".json":
                 tmp.write_text(json_text(obj))
             else:
+                # through a file object: torch then names the archive's inner folder "archive"
+                # rather than after the temporary file, so equal objects give equal bytes
                 with open(tmp, "wb") as f:
-                    torch_bytes(obj, f)
+                    torch.save(obj, f)
+
+
+def save_torch(obj, path) -> None:
+    save_all({path: obj})
 
 
 def json_text(obj) -> str:
