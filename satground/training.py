@@ -88,17 +88,37 @@ def grounding_loss(kind: str, temperature: float, accumulator: PermutationAccumu
 def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimizer,
                 loss_fn: Callable, batch_size: int, device: torch.device,
                 generator: torch.Generator, desc: str = "train") -> float:
-    """One pass over shuffled boards; returns the mean loss per board."""
+    """One pass over shuffled boards; returns the mean loss per board.
+
+    A non-finite loss, gradient or SATNet forward stops it with a one-line PipelineError naming
+    `desc` and the batch, raised before optimizer.step(): the model is never updated with NaN.
+    """
+    from .io import PipelineError
+    from .satnet.layer import NonFiniteError
+
     model.train()
     total, seen = 0.0, 0
     batches = batch_indices(len(boards), batch_size, generator)
-    for idx in tqdm(batches, desc=desc, leave=False, disable=len(batches) < 5):
+    parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    for i, idx in enumerate(tqdm(batches, desc=desc, leave=False, disable=len(batches) < 5)):
+        where = f"at batch {i + 1} of {len(batches)}; stopping before the model is updated"
         batch = make_batch(boards, idx, device)
-        loss = loss_fn(run_model(model, batch), batch)
+        try:
+            loss = loss_fn(run_model(model, batch), batch)
+        except NonFiniteError as exc:
+            raise PipelineError(f"{desc}: {exc} {where}") from exc
+        value = loss.item()
+        if not np.isfinite(value):
+            raise PipelineError(f"{desc}: loss is not finite ({value}) {where}")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        grads = [(name, p.grad) for name, p in parameters if p.grad is not None]
+        # one device sync for all parameters; names are looked up only on failure
+        if grads and not torch.stack([g.isfinite().all() for _, g in grads]).all():
+            name = next(name for name, g in grads if not g.isfinite().all())
+            raise PipelineError(f"{desc}: gradient of {name} is not finite {where}")
         optimizer.step()
-        total += loss.item() * len(idx)
+        total += value * len(idx)
         seen += len(idx)
     return total / max(seen, 1)
 
@@ -196,7 +216,7 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
     last: dict[str, float] = {}
     for epoch in tqdm(range(1, epochs + 1), desc=desc, disable=epochs < 2):
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
-                           desc=f"{desc} {epoch}")
+                           desc=f"{desc} epoch {epoch}")
         scores = evaluate_outputs(model, test, batch_size, device)
         last = {"train_loss": loss, **{f"test_{k}": v for k, v in scores.items()}}
         if live is not None:

@@ -129,3 +129,37 @@ def test_profile_switch_rejects_unknown_names(tmp_path):
 
 def test_default_profile_is_params_yaml():
     assert (REPO / "profiles" / "default.yaml").read_text() == (REPO / "params.yaml").read_text()
+
+
+def stage_error(smoke_repo, script, *args) -> str:
+    """Run a stage by hand; it must fail with exit 1 and one line on stderr, which is returned."""
+    result = sh(["python", f"stages/{script}.py", *map(str, args)], smoke_repo, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_evaluate_checks_every_input_before_writing_anything(smoke_repo, tmp_path):
+    outputs = [smoke_repo / "metrics" / name for name in ("evaluate.json", "results.md", "results.csv")]
+    before = [path.read_bytes() for path in outputs]
+    bad_baseline = tmp_path / "baseline.json"
+    bad_baseline.write_text('{"no_proofreader": {"board_accuracy": 0.5}}\n')  # scores missing
+    line = stage_error(smoke_repo, "evaluate", "--baseline-nonvisual", bad_baseline)
+    assert str(bad_baseline) in line and "rerun its stage" in line
+    not_a_permutation = tmp_path / "permutation.json"
+    saved = json.loads((smoke_repo / "models" / "permutation.json").read_text())
+    not_a_permutation.write_text(json.dumps({**saved, "permutation": [0, 0, 1, 2]}))
+    line = stage_error(smoke_repo, "evaluate", "--permutation", not_a_permutation)
+    assert str(not_a_permutation) in line and "'permutation' must be a permutation" in line
+    assert [path.read_bytes() for path in outputs] == before  # nothing rewritten
+
+
+@pytest.mark.slow
+def test_stages_refuse_a_model_of_the_wrong_kind(smoke_repo):
+    line = stage_error(smoke_repo, "error_injection", "--model", "models/solver.pt")
+    assert "models/solver.pt" in line and "a visual solver, but this stage needs a symbolic one" in line
+    line = stage_error(smoke_repo, "proofread", "--model", "models/nonvisual.pt", "--model-out",
+                       "/tmp/never_written.pt")
+    assert "a symbolic solver, but this stage needs a visual one" in line
+    assert not Path("/tmp/never_written.pt").exists()

@@ -253,3 +253,25 @@ def test_a_lenet_file_round_trips_under_safe_loading(tmp_path):
     save_lenet(LeNet(4), tmp_path / "lenet.pt")
     assert load_lenet(tmp_path / "lenet.pt").n_classes == 4
     assert isinstance(load_torch(tmp_path / "lenet.pt"), dict)
+
+
+def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
+    # a stage that fails mid-training, its dvclive logger open: one line, no shutdown noise
+    import subprocess
+    import sys
+
+    script = tmp_path / "stage.py"
+    script.write_text(
+        "from satground.config import run_stage\n"
+        "from satground.io import PipelineError\n"
+        "from satground.training import open_live\n"
+        "def main():\n"
+        f"    live = open_live({str(tmp_path / 'live')!r})\n"
+        "    live.log_metric('loss', 1.0)\n"
+        "    live.next_step()\n"
+        "    raise PipelineError('train 3: loss is not finite (nan) at batch 7 of 50')\n"
+        "run_stage(main)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["error: train 3: loss is not finite (nan) at batch 7 of 50"]

@@ -20,12 +20,25 @@ from torch import nn
 from . import reference
 
 BACKENDS = ("auto", "reference", "cpu", "gpu")
+NONFINITE = ("raise", "drop")
+# compute dtypes (S's dtype) the compiled kernels are written for; the reference runs any float
+BACKEND_DTYPES = {"cpu": (torch.float32, torch.float64), "gpu": (torch.float32, torch.float64)}
+
+
+class NonFiniteError(ValueError):
+    """SATNet's forward met a NaN/inf in z, S or its outputs (a ValueError: catch either)."""
+
+
+def _resolve(name: str, device: torch.device) -> str:
+    """The backend "auto" stands for on this device; other names unchanged."""
+    if name == "auto":
+        return "gpu" if device.type == "cuda" else "cpu" if device.type == "cpu" else "reference"
+    return name
 
 
 def _backend(name: str, device: torch.device):
     """The module implementing mix_forward / mix_backward for this device."""
-    if name == "auto":
-        name = "gpu" if device.type == "cuda" else "cpu" if device.type == "cpu" else "reference"
+    name = _resolve(name, device)
     if name == "reference":
         return reference
     if name == "cpu":
@@ -55,9 +68,22 @@ def init_vectors(z_all, is_input_all, k: int, generator=None):
     return torch.where(is_input_all[:, :, None], fixed, V), sign
 
 
+def _finite_rows(x):
+    """(B,) bool: sample b of x holds no NaN/inf."""
+    return torch.isfinite(x).reshape(x.shape[0], -1).all(dim=1)
+
+
+def _samples(mask) -> str:
+    """"[i, j, ...]": the first few samples flagged in a (B,) bool mask."""
+    rows = mask.nonzero().flatten().tolist()
+    return "[" + ", ".join(map(str, rows[:10])) + (", ...]" if len(rows) > 10 else "]")
+
+
 class MixingFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator):
+    def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
+                drop=None):
+        """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite)."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -78,8 +104,11 @@ class MixingFunction(torch.autograd.Function):
         # v_0 = e_0, so -v_i . v_0 = -V[:, i, 0]; inputs pass through exactly
         z_out = torch.acos((-V[:, 1:n + 1, 0]).clamp(-1.0, 1.0)) / math.pi
         z_out = torch.where(is_input, z.to(S.dtype), z_out)
+        # a sample whose ||g_i|| overflowed (S far too large for the dtype) holds meaningless
+        # vectors: mark it with NaN outputs (SATNet.forward raises on them), never return them
+        z_out = torch.where(_finite_rows(gnrm)[:, None], z_out, math.nan)
 
-        ctx.save_for_backward(S, V, gnrm, free, order, iters, z_all, sign)
+        ctx.save_for_backward(S, V, gnrm, free, order, iters, z_all, sign, drop)
         ctx.prox_lam = prox_lam
         ctx.backend = backend
         ctx.n = n
@@ -87,7 +116,7 @@ class MixingFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dz):
-        S, V, gnrm, free, order, iters, z_all, sign = ctx.saved_tensors
+        S, V, gnrm, free, order, iters, z_all, sign, drop = ctx.saved_tensors
         n = ctx.n
         B, N, k = V.shape
         dz = dz.to(S.dtype)
@@ -119,18 +148,20 @@ class MixingFunction(torch.autograd.Function):
                             + sign[:, 1:n + 1] * phi_s[:, 1] * torch.cos(math.pi * zi))
         dz_in = torch.where(free[:, 1:n + 1], 0.0, dz_in + dz)
 
-        # a sample whose fixed point is degenerate gives zero gradient, never NaN (published safety)
-        bad = ~torch.isfinite(U).all(dim=2).all(dim=1) | ~torch.isfinite(dz_in).all(dim=1)
-        bad |= ((gnrm < 1e-12) & free).any(dim=1)
-        keep = (~bad).to(S.dtype)
-        U = torch.nan_to_num(U) * keep[:, None, None]
-        Phi = torch.nan_to_num(Phi) * keep[:, None, None]
-        dz_in = torch.nan_to_num(dz_in) * keep[:, None]
+        # a sample whose fixed point is degenerate (or that was dropped) gives exactly zero
+        # gradient, never NaN (published safety). Its tensors are replaced, not multiplied by 0:
+        # 0 * NaN is NaN, and the dS GEMM below sums over every sample.
+        keep = (_finite_rows(V) & _finite_rows(U) & _finite_rows(Omega) & _finite_rows(Phi)
+                & _finite_rows(dz_in) & _finite_rows(gnrm) & ~((gnrm < 1e-12) & free).any(dim=1))
+        if drop is not None:
+            keep &= ~drop
+        V, U, Omega, Phi = (torch.where(keep[:, None, None], x, 0.0) for x in (V, U, Omega, Phi))
+        dz_in = torch.where(keep[:, None], dz_in, 0.0)
 
         # one GEMM over the batch: no (B, N, m) intermediate
         dS = -(U.permute(1, 0, 2).reshape(N, B * k) @ Omega.reshape(B * k, -1)
                + V.permute(1, 0, 2).reshape(N, B * k) @ Phi.reshape(B * k, -1))
-        return dS, dz_in, None, None, None, None, None, None, None
+        return dS, dz_in, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
@@ -141,17 +172,29 @@ class SATNet(nn.Module):
     backward solve; weight_normalize: the published init scaling. zero_input_outputs: return 0
     at input positions (the ungrounded model, Appendix B: values elsewhere and gradients into S
     are the same; input predictions then come from the classifier). backend: "auto" (numba on
-    CPU, Triton on CUDA), "reference", "cpu" or "gpu". k: vector rank (the published code: 32).
+    CPU, Triton on CUDA), "reference", "cpu" or "gpu"; cpu and gpu compute in float32 or
+    float64 (S's dtype), the reference in any float dtype. k: vector rank (the published code: 32).
+
+    nonfinite: what a NaN/inf anywhere in z does. "raise" (default): a NonFiniteError (a
+    ValueError) naming the samples. "drop": those samples are solved with their non-finite
+    entries replaced by 0.5 (so their outputs are finite but meaningless) and get exactly zero
+    gradient, into S and into z alike; the other samples are unaffected.
+
+    The forward also raises NonFiniteError when S holds a NaN/inf or is so large that the solve
+    overflows its dtype: never silent NaN or garbage outputs.
     """
 
     def __init__(self, n, m, aux=0, max_iter=40, eps=1e-4, prox_lam=1e-2, weight_normalize=True,
-                 zero_input_outputs=False, backend="auto", k=32):
+                 zero_input_outputs=False, backend="auto", k=32, nonfinite="raise"):
         super().__init__()
         if n < 1 or m < 1 or aux < 0 or max_iter < 1 or eps < 0 or prox_lam < 0 or k < 2:
             raise ValueError(f"SATNet: invalid sizes n={n} m={m} aux={aux} max_iter={max_iter} "
                              f"eps={eps} prox_lam={prox_lam} k={k}")
         if backend not in BACKENDS:
             raise ValueError(f"SATNet backend must be one of {BACKENDS}, got {backend!r}")
+        if nonfinite not in NONFINITE:
+            raise ValueError(f"SATNet nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+        self.nonfinite = nonfinite
         self.n, self.m, self.aux, self.k = n, m, aux, k
         self.max_iter, self.eps, self.prox_lam = max_iter, eps, prox_lam
         self.zero_input_outputs = zero_input_outputs
@@ -166,13 +209,53 @@ class SATNet(nn.Module):
         if z.dim() != 2 or z.shape[1] != self.n or is_input.shape != z.shape:
             raise ValueError(f"SATNet expects z and is_input of shape (B, {self.n}), "
                              f"got {tuple(z.shape)} and {tuple(is_input.shape)}")
+        if z.shape[0] == 0:
+            raise ValueError("SATNet: empty batch (B=0)")
+        S = self.S.detach()
+        backend = _resolve(self.backend, S.device)
+        if backend in BACKEND_DTYPES and S.dtype not in BACKEND_DTYPES[backend]:
+            raise ValueError(f"SATNet: the {backend} backend needs float32 or float64 "
+                             f"inputs/parameters, got {S.dtype} (use backend='reference')")
+        self._check_S(S)
         is_input = is_input.bool()
+        bad = ~torch.isfinite(z)
+        drop = None
+        if bad.any():
+            drop = bad.any(dim=1)
+            if self.nonfinite == "raise":
+                raise NonFiniteError(f"SATNet: z has {int(bad.sum())} non-finite entries "
+                                     f"(NaN/inf) in sample(s) {_samples(drop)}")
+            z = torch.where(bad, 0.5, z)  # a constant: no gradient reaches the bad entries
         out = MixingFunction.apply(self.S, z.clamp(0.0, 1.0), is_input, self.max_iter, self.eps,
-                                   self.prox_lam, self.k, self.backend, generator)
+                                   self.prox_lam, self.k, self.backend, generator, drop)
+        finite = _finite_rows(out)
+        if not finite.all():
+            raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "
+                                 f"(S has max |S| = {S.abs().max().item():.3g} in {S.dtype}: "
+                                 f"the solve overflowed)")
         if self.zero_input_outputs:
             out = torch.where(is_input, torch.zeros_like(out), out)
         return out
 
+    @staticmethod
+    def _check_S(S):
+        """NonFiniteError unless S is finite and small enough that no sum of the solve overflows.
+
+        |C_ij| <= |s_i| |s_j| (Cauchy-Schwarz, C = S S^T), so every g_i = sum_j C_ij v_j, in any
+        summation order, stays below N max_i |s_i|^2. Past that, g can hold inf or NaN, which the
+        reference backend would skip over silently and return garbage outputs. (An overflow of
+        ||g_i|| itself shows in gnrm and is caught after the solve.)
+        """
+        limit = torch.finfo(S.dtype).max / S.shape[0]
+        if (S.square().sum(dim=1) <= limit).all():  # False for NaN too
+            return
+        n_bad = int((~torch.isfinite(S)).sum())
+        if n_bad:
+            raise NonFiniteError(f"SATNet: S has {n_bad} non-finite entries (NaN/inf)")
+        raise NonFiniteError(f"SATNet: S is too large for {S.dtype} (max |S| = "
+                             f"{S.abs().max().item():.3g}): the solve's sums would overflow")
+
     def extra_repr(self):
         return (f"n={self.n}, m={self.m}, aux={self.aux}, max_iter={self.max_iter}, "
-                f"eps={self.eps}, prox_lam={self.prox_lam}, backend={self.backend!r}")
+                f"eps={self.eps}, prox_lam={self.prox_lam}, backend={self.backend!r}, "
+                f"nonfinite={self.nonfinite!r}")
