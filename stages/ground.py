@@ -98,7 +98,7 @@ def main(argv=None):
     for epoch in range(1, epochs + 1):
         accumulator = PermutationAccumulator(K)
         loss = train_epoch(model, train, optimizer, grounding_loss(approxmax, temperature, accumulator),
-                           batch_size, device, generator, desc=f"ground {epoch}")
+                           batch_size, device, generator, desc=f"ground epoch {epoch}")
         P = accumulator.mean()
         argmax = hard_permutation(P, "argmax")
         # early stopping reads predictions through the current hard permutation
