@@ -126,6 +126,17 @@ def load_image_labels(root, split: str, indices: torch.Tensor):
     return image_labels[indices].long() - 1
 
 
+def mislabel(clusters: torch.Tensor, fraction: float, n_clusters: int, seed: int) -> torch.Tensor:
+    """A copy of `clusters` with round(fraction * n) entries, drawn at random, moved to a random
+    other cluster: a controlled clustering error for the ablation (paper Figure 5)."""
+    g = torch.Generator().manual_seed(seed)
+    out = clusters.clone()
+    chosen = torch.randperm(len(out), generator=g)[:round(fraction * len(out))]
+    shift = torch.randint(1, n_clusters, (len(chosen),), generator=g)  # never 0: always wrong
+    out[chosen] = (out[chosen] + shift) % n_clusters
+    return out
+
+
 def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str, float]:
     """Clustering accuracy (Hungarian; None without labels) and the largest cluster's share."""
     from .metrics import clustering_accuracy

@@ -2,7 +2,8 @@
 
 The teacher (models/cluster/final.pt, or any checkpoint via --clusterer, for the ablation)
 labels the training boards' given-cell images with its clusters; LeNet learns those cluster
-indices by cross-entropy. True digits ({split}_truth.pt, "image_labels") are read only to
+indices by cross-entropy. `distill.mislabel` > 0 moves that share of the training targets to a
+wrong cluster first (drawn with `distill.seed`): a controlled clustering error for the ablation. True digits ({split}_truth.pt, "image_labels") are read only to
 report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "n_classes"}),
 per-epoch dvclive metrics in metrics/distill/ and the summary metrics/distill.json.
 """
@@ -14,7 +15,7 @@ from tqdm import tqdm
 
 from satground import lenet
 from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
-                                  load_image_labels)
+                                  load_image_labels, mislabel)
 from satground.config import device_param, load_params, param, run_stage, seed_param, source
 from satground.io import PipelineError, save_json, seed_everything
 
@@ -28,6 +29,7 @@ def read_params(params: dict) -> dict:
         # "final", or an epoch of a saved clusterer checkpoint: the clustering-accuracy ablation
         # sweeps this (README, "The ablation")
         "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
+        "mislabel": param(params, "distill.mislabel", float, low=0.0, high=1.0, default=0.0),
         "device": device_param(params),
         "source": source(params),
     }
@@ -67,7 +69,8 @@ def main(argv=None):
     train_labels = load_image_labels(args.data, "train", train_idx)  # reporting only
     test_labels = load_image_labels(args.data, "test", test_idx)
 
-    targets = teacher.assign(train_images)
+    teacher_train = teacher.assign(train_images)
+    targets = mislabel(teacher_train, p["mislabel"], K, p["seed"]) if p["mislabel"] else teacher_train
     teacher_test = teacher.assign(test_images)
 
     rng = seed_everything(p["seed"])
@@ -97,7 +100,7 @@ def main(argv=None):
     test_pred = lenet.predict(model, test_images)
     teacher_counts = teacher.parameter_counts()
     metrics = {
-        "teacher": args.clusterer, "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
+        "teacher": args.clusterer, "mislabel": p["mislabel"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),
@@ -105,6 +108,7 @@ def main(argv=None):
         "train_accuracy": cluster_report(train_pred, train_labels, K)["accuracy"],
         "test_accuracy": cluster_report(test_pred, test_labels, K)["accuracy"],
         "teacher_test_accuracy": cluster_report(teacher_test, test_labels, K)["accuracy"],
+        "target_accuracy": cluster_report(targets, train_labels, K)["accuracy"],
         "lenet_parameters": lenet.count_parameters(model),
         "teacher_parameters": teacher_counts.get("total"),
         "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from satground import infogan, lenet
-from satground.clustering import CLUSTERERS, InfoGANClusterer, save_clusterer
+from satground.clustering import CLUSTERERS, InfoGANClusterer, mislabel, save_clusterer
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
 
@@ -110,8 +110,8 @@ def test_lenet_file_round_trip(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the stage
 
-DISTILL_KEYS = {"teacher", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
-                "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy",
+DISTILL_KEYS = {"teacher", "mislabel", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
+                "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy", "target_accuracy",
                 "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path",
                 "seconds_per_epoch", "device"}
 
@@ -143,6 +143,27 @@ def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
     assert metrics["test_accuracy"] >= 0.9 and metrics["test_agreement"] >= 0.9
     live = [line.split("\t") for line in (out / "live" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()]
     assert float(live[-1][1]) < 0.5 * float(live[1][1])  # the loss decreases
+
+
+def test_distill_mislabel_moves_that_share_of_targets_to_wrong_clusters(tmp_path, monkeypatch):
+    # the ablation's controlled error: a perfect teacher, 30 % of its training targets moved
+    monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
+    data = make_prepared(tmp_path / "prepared")
+    save_clusterer(QuadrantClusterer(), tmp_path / "quadrant.pt")
+    out = run_distill(tmp_path, data, tmp_path / "quadrant.pt", epochs=1, mislabel=0.3)
+    metrics = json.loads((out / "distill.json").read_text())
+    assert metrics["mislabel"] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
+    n = metrics["n_train_images"]
+    assert metrics["target_accuracy"] == pytest.approx(1 - round(0.3 * n) / n)
+
+
+def test_mislabel_moves_exactly_the_share_and_always_to_another_cluster():
+    clusters = torch.arange(1000) % 9
+    moved = mislabel(clusters, 0.25, 9, seed=3)
+    assert ((moved != clusters).sum() == 250) and moved.min() >= 0 and moved.max() < 9
+    assert torch.equal(moved, mislabel(clusters, 0.25, 9, seed=3))  # repeatable
+    assert not torch.equal(moved, mislabel(clusters, 0.25, 9, seed=4))
+    assert torch.equal(mislabel(clusters, 0.0, 9, seed=3), clusters)
 
 
 def test_distill_rejects_a_teacher_with_other_k(tmp_path):
