@@ -37,7 +37,9 @@ def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
 
     K = P.shape[0]
     fig, ax = plt.subplots(figsize=(1.2 + 0.45 * K, 1.0 + 0.45 * K))
-    image = ax.imshow(P.numpy(), cmap="viridis", vmin=0, vmax=max(float(P.max()), 1e-6))
+    # scaled to the data: P_hat's entries sit close together (a flat square from a 0 floor)
+    low, high = float(P.min()), float(P.max())
+    image = ax.imshow(P.numpy(), cmap="viridis", vmin=low, vmax=max(high, low + 1e-6))
     ax.scatter(perm.numpy(), range(K), marker="x", color="red", s=30, label="hard permutation")
     ax.set_xticks(range(K), [str(d + 1) for d in range(K)])
     ax.set_yticks(range(K), [str(c) for c in range(K)])

@@ -227,3 +227,14 @@ def test_parameter_and_input_errors_are_one_line_and_named(workdir, tmp_path):
         stage("train").main(["--permutation", str(tmp_path / "perm.json")])
     with pytest.raises(PipelineError, match="nothing.pt"):
         stage("proofread").main(["--model", str(tmp_path / "nothing.pt")])
+
+
+def test_permutation_plot_is_scaled_to_its_data_and_marks_the_hard_permutation():
+    # P_hat's entries sit close together (all near 1/K): a colour scale from 0 shows one flat square
+    P = torch.full((K, K), 0.55)
+    P[torch.arange(K), PLANTED] = 0.58
+    fig = stage("ground").plot_permutation(P, PLANTED)
+    ax = fig.axes[0]
+    assert ax.images[0].get_clim() == pytest.approx((0.55, 0.58))
+    marks = ax.collections[0].get_offsets()
+    assert [tuple(xy) for xy in marks] == [(float(PLANTED[c]), float(c)) for c in range(K)]
