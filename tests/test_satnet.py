@@ -90,8 +90,11 @@ def test_cpu_backend_matches_reference_with_early_stopping():
 
 
 def test_gpu_backend_matches_reference_in_triton_interpreter():
-    """The Triton kernels, run by Triton's CPU interpreter (no GPU needed)."""
+    """The Triton kernels, run by Triton's CPU interpreter (no GPU needed; on a GPU the compiled
+    kernels are tested below instead)."""
     pytest.importorskip("triton")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the compiled kernels are tested")
     code = (
         "import torch, sys\n"
         "sys.path.insert(0, 'tests')\n"
@@ -106,6 +109,48 @@ def test_gpu_backend_matches_reference_in_triton_interpreter():
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) < 1e-10
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype,tol,eps", [(torch.float64, 1e-9, 1e-4), (torch.float32, 1e-3, 1e-4),
+                                           (torch.float64, 1e-9, 0.0)])
+def test_gpu_backend_matches_reference_on_cuda(dtype, tol, eps):
+    """The Triton kernels compiled for the GPU; more variables than one block (64), early stop."""
+    ref, gpu = layer_pair("gpu", 150, 60, 30, dtype, max_iter=25, eps=eps)
+    gpu = gpu.cuda()
+    z, is_input, w = random_problem(150, 7, 5, dtype)
+    expected = value_and_grads(ref, z, is_input, w)
+    got = value_and_grads(gpu, z.cuda(), is_input.cuda(), w.cuda())
+    for a, b in zip(expected, got):
+        assert torch.allclose(a, b.cpu(), atol=tol * max(1.0, a.abs().max().item()), rtol=0)
+
+
+@needs_cuda
+def test_gpu_gradients_match_central_finite_differences():
+    torch.manual_seed(4)
+    n, m, aux = 10, 12, 2
+    layer = SATNet(n, m, aux, max_iter=2000, eps=1e-14, prox_lam=0.0, backend="gpu").double().cuda()
+    z, is_input, w = (x.cuda() for x in random_problem(n, 3, 4))
+    is_input[:, 0] = True
+    _, dS, dz = value_and_grads(layer, z, is_input, w)
+    loss = lambda zz: (run(layer, zz, is_input) * w).sum().item()  # noqa: E731
+    h = 1e-6
+    with torch.no_grad():
+        for i, j in [(0, 0), (3, 5), (7, 11), (12, 2)]:
+            layer.S[i, j] += h
+            plus = loss(z)
+            layer.S[i, j] -= 2 * h
+            minus = loss(z)
+            layer.S[i, j] += h
+            assert dS[i, j].item() == pytest.approx((plus - minus) / (2 * h), rel=2e-3, abs=1e-5)
+        for b, i in is_input.nonzero().tolist()[:4]:
+            zp, zm = z.clone(), z.clone()
+            zp[b, i] += h
+            zm[b, i] -= h
+            assert dz[b, i].item() == pytest.approx((loss(zp) - loss(zm)) / (2 * h), rel=2e-3, abs=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])

@@ -70,11 +70,13 @@ def mix_backward(S, V, gnrm, free, order, iters, prox_lam, a, block_kernel):
     Up = torch.zeros_like(Vp)
     flat = Up.view(N, -1)
     dU = torch.empty(BLOCK, *Vp.shape[1:], dtype=V.dtype, device=V.device)
+    # a one-element tensor, not a Python float: Triton would pass a float as float32
+    prox = torch.full((1,), prox_lam, dtype=V.dtype, device=V.device)
     for sweep in range(int(iters.max().item()) if iters.numel() else 0):
         active = iters > sweep
         for start in range(0, N, BLOCK):
             end = min(start + BLOCK, N)
             H = (C[start:end] @ flat).view(end - start, B, -1)
             block_kernel(H, C[start:end, start:end], start, Vp, Up, freep, active, gnrmp, ap,
-                         float(prox_lam), dU)
+                         prox, dU)
     return _unpermute(order, Up)

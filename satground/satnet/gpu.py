@@ -11,7 +11,7 @@ import triton.language as tl
 
 from . import blocked
 
-TINY = 1e-12
+TINY = tl.constexpr(1e-12)
 
 
 @triton.jit
@@ -21,7 +21,7 @@ def _forward_block(G, Cb, V, free, active, gnrm, delta, dV, start, b, B,
     lanes = tl.arange(0, BK)
     mask = lanes < k
     is_active = tl.load(active + s) != 0
-    decrease = 0.0
+    decrease = tl.load(delta + s)  # accumulated in delta's dtype (float32 or float64)
     for q in range(b):
         row = ((start + q) * B + s) * k + lanes
         v_old = tl.load(V + row, mask=mask, other=0.0)
@@ -40,7 +40,7 @@ def _forward_block(G, Cb, V, free, active, gnrm, delta, dV, start, b, B,
         tl.store(gnrm + (start + q) * B + s, tl.where(update, g_norm, old))
         decrease += tl.where(update, g_norm * tl.sum(dv * dv, axis=0), 0.0)
         tl.debug_barrier()
-    tl.store(delta + s, tl.load(delta + s) + decrease)
+    tl.store(delta + s, decrease)
 
 
 @triton.jit
@@ -60,7 +60,7 @@ def _backward_block(H, Cb, V, U, free, active, gnrm, a, dU, prox_lam, start, b, 
             h += tl.load(Cb + q * b + p) * tl.load(dU + (p * B + s) * k + lanes, mask=mask,
                                                    other=0.0)
         h -= tl.sum(h * v, axis=0) * v
-        denom = tl.load(gnrm + (start + q) * B + s) + prox_lam
+        denom = tl.load(gnrm + (start + q) * B + s) + tl.load(prox_lam)
         update = is_active & (tl.load(free + (start + q) * B + s) != 0)
         u_new = tl.where(update, (tl.load(a + row, mask=mask, other=0.0) - h) / denom, u_old)
         tl.store(dU + (q * B + s) * k + lanes, u_new - u_old, mask=mask)
