@@ -8,7 +8,8 @@
 `run` trains the original SATNet (m, aux, Adam, batch as given; default the paper's 600 / 300 /
 2e-3 / 40) on generated puzzles, the boards in a fixed order as the original's loader, and scores
 500 held-out puzzles after each epoch: accuracy over blank cells and boards with every blank
-right. It writes the curve after every epoch, so a run cut short keeps what it reached.
+right. It writes the curve after every epoch, and with --resume also the model and optimizer state
+(beside --out, as .pt), so a run cut short can go on where it stopped (`--resume` again).
 """
 from __future__ import annotations
 
@@ -40,14 +41,23 @@ def run(args) -> None:
     test = symbolic_boards(puzzles[n_train:], solutions[n_train:], 3)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    model = SymbolicSolver(3, args.m, args.aux, zero_input_outputs=False)
+    device = torch.device(args.device)
+    model = SymbolicSolver(3, args.m, args.aux, zero_input_outputs=False).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     shuffle = torch.Generator().manual_seed(args.seed) if args.shuffle else None
-    device = torch.device("cpu")
-    config = {k: v for k, v in vars(args).items() if k not in ("command", "func", "out")}
+    config = {k: v for k, v in vars(args).items() if k not in ("command", "func", "out", "resume")}
     config["givens_mean"] = float((puzzles[:n_train] != 0).sum(axis=1).mean())
     rows = []
-    for epoch in range(1, args.epochs + 1):
+    state = args.out.with_suffix(".pt")
+    if args.resume and state.exists():
+        saved = torch.load(state, map_location=device, weights_only=True)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        if shuffle is not None:
+            shuffle.set_state(saved["shuffle"])
+        rows = json.loads(args.out.read_text())["curve"]
+        print(f"resumed after epoch {len(rows)}", flush=True)
+    for epoch in range(len(rows) + 1, args.epochs + 1):
         start = time.perf_counter()
         loss = train_epoch(model, train, optimizer, bce_loss(on_inputs=args.loss == "all"),
                            args.batch_size, device, shuffle, desc=f"epoch {epoch}")
@@ -59,6 +69,9 @@ def run(args) -> None:
         print(json.dumps(rows[-1]), flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"config": config, "curve": rows}, indent=1) + "\n")
+        if args.resume:
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "shuffle": shuffle.get_state() if shuffle is not None else None}, state)
         if scores["output_board_accuracy"] >= args.stop_at:
             break
 
@@ -153,6 +166,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--stop-at", type=float, default=1.01, help="stop once test boards reach this share")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (the layer's Triton backend)")
+    p.add_argument("--resume", action="store_true", help="save state each epoch; go on from a saved one")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=run)
     p = sub.add_parser("stats", help="givens and propagation depth of each generator's puzzles")
