@@ -10,6 +10,11 @@ batch at this size, so the speed-up is measured in this same run at --reference-
 sweeps, so the ratio carries over. Peak memory is the
 growth of the process's peak RSS on CPU (each backend measured in a fresh subprocess), or
 torch.cuda.max_memory_allocated on GPU, next to the O(B(nk + km)) and O(Bnm) sizes.
+
+Roofline line, for each CPU run with no early stop (the --reference-iters one; the main one with
+--eps 0), where the sweep count is exact: the sweeps' arithmetic, 2 f^2 k flops per sample and sweep in the forward and again in the backward,
+f = free variables (blanks + aux), against a plain fp32 GEMM timed in this same run with the same
+threads (torch.mm, 1024^3): the printed fraction is the distance to what the cores can do.
 """
 from __future__ import annotations
 
@@ -80,6 +85,26 @@ def time_backend(backend: str, args) -> dict:
             "threads": torch.get_num_threads()}
 
 
+def gemm_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """fp32 rate of a plain square GEMM on this machine, this thread count (best of repeats)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    best = min(_timed(lambda: torch.mm(a, b)) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def sweep_flops(args, sweeps: int) -> float:
+    """Flops of forward + backward sweeps for the batch: 2 f^2 k per sample, sweep and pass."""
+    free = 729 - 9 * args.givens + args.aux
+    return 2 * (2 * free * free * 32) * sweeps * args.batch
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=40)
@@ -131,7 +156,15 @@ def main():
         print(f"{r['backend']:<10} {sweeps:>11} {r['forward_s']:10.3f} "
               f"{r['forward_backward_s']:10.3f} {speedup:>9} {r['peak_mib']:9.1f}")
     print(f"memory scale: B(Nk + km) floats = {small:.1f} MiB; B N m floats = {large:.1f} MiB")
-
+    peak = gemm_gflops()
+    for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact
+        if r["eps"] == 0 and r["backend"] == "cpu":
+            flops = sweep_flops(args, r["sweeps"])
+            rate = flops / r["forward_backward_s"] / 1e9
+            print(f"roofline (cpu, {r['sweeps']} sweeps fwd+bwd, per-call overheads included): "
+                  f"{flops / 1e9:.2f} GFLOP per batch, {rate:.1f} GFLOP/s = {100 * rate / peak:.0f} % "
+                  f"of a plain fp32 GEMM here ({peak:.1f} GFLOP/s, torch.mm 1024^3, "
+                  f"{torch.get_num_threads()} threads)")
 
 if __name__ == "__main__":
     main()
