@@ -12,9 +12,10 @@ growth of the process's peak RSS on CPU (each backend measured in a fresh subpro
 torch.cuda.max_memory_allocated on GPU, next to the O(B(nk + km)) and O(Bnm) sizes.
 
 Roofline line, for each CPU run with no early stop (the --reference-iters one; the main one with
---eps 0), where the sweep count is exact: the sweeps' arithmetic, 2 f^2 k flops per sample and sweep in the forward and again in the backward,
-f = free variables (blanks + aux), against a plain fp32 GEMM timed in this same run with the same
-threads (torch.mm, 1024^3): the printed fraction is the distance to what the cores can do.
+--eps 0), where the sweep count is exact: the sweeps' arithmetic, 2 f^2 k flops per sample and
+sweep in the forward and again in the backward, f = free variables (blanks + aux), against a plain
+fp32 GEMM timed in this same run with the same threads (torch.mm, 1024^3): the printed fraction
+is the distance to what the cores can do.
 """
 from __future__ import annotations
 
@@ -99,10 +100,10 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def sweep_flops(args, sweeps: int) -> float:
+def sweep_flops(args, sweeps: int, k: int) -> float:
     """Flops of forward + backward sweeps for the batch: 2 f^2 k per sample, sweep and pass."""
     free = 729 - 9 * args.givens + args.aux
-    return 2 * (2 * free * free * 32) * sweeps * args.batch
+    return 2 * (2 * free * free * k) * sweeps * args.batch
 
 
 def main():
@@ -159,12 +160,13 @@ def main():
     peak = gemm_gflops()
     for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact
         if r["eps"] == 0 and r["backend"] == "cpu":
-            flops = sweep_flops(args, r["sweeps"])
+            flops = sweep_flops(args, r["sweeps"], k)
             rate = flops / r["forward_backward_s"] / 1e9
             print(f"roofline (cpu, {r['sweeps']} sweeps fwd+bwd, per-call overheads included): "
                   f"{flops / 1e9:.2f} GFLOP per batch, {rate:.1f} GFLOP/s = {100 * rate / peak:.0f} % "
                   f"of a plain fp32 GEMM here ({peak:.1f} GFLOP/s, torch.mm 1024^3, "
                   f"{torch.get_num_threads()} threads)")
+
 
 if __name__ == "__main__":
     main()
