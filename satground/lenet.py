@@ -58,16 +58,43 @@ def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> t
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
 
 
+def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0,
+            rotation: float = 0.0, scale: float = 0.0) -> torch.Tensor:
+    """A random affine copy of each image: up to `shift` pixels along each axis, `rotation`
+    degrees and a `scale` fraction, drawn uniformly with `generator`. Float (N, 1, 28, 28) out."""
+    x = image_batch(images)
+    n = len(x)
+
+    def uniform(*shape):
+        return torch.rand(*shape, generator=generator) * 2 - 1
+
+    angle = uniform(n) * rotation * torch.pi / 180
+    zoom = 1 + uniform(n) * scale
+    offset = uniform(n, 2) * shift * 2 / x.shape[-1]  # affine_grid's units: half the image
+    cos, sin = zoom * torch.cos(angle), zoom * torch.sin(angle)
+    theta = torch.stack([torch.stack([cos, -sin, offset[:, 0]], 1),
+                         torch.stack([sin, cos, offset[:, 1]], 1)], 1).to(x)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False)
+
+
 def train_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Tensor,
-                targets: torch.Tensor, batch_size: int, generator: torch.Generator) -> float:
-    """One epoch of cross-entropy on (images uint8 (N,28,28), targets long (N,)); mean loss."""
+                targets: torch.Tensor, batch_size: int, generator: torch.Generator,
+                augmentation: dict | None = None) -> float:
+    """One epoch of cross-entropy on (images uint8 (N,28,28), targets long (N,)); mean loss.
+    `augmentation` ({shift, rotation, scale}, see `augment`) transforms each batch anew;
+    None or all zeros trains on the images as they are."""
+    augmentation = augmentation if augmentation and any(augmentation.values()) else None
     model.train()
     device = next(model.parameters()).device
     order = torch.randperm(len(images), generator=generator)
     total, seen = 0.0, 0
     for start in range(0, len(images), batch_size):
         idx = order[start:start + batch_size]
-        logits = model(images[idx].to(device))
+        batch = images[idx]
+        if augmentation is not None:
+            batch = augment(batch, generator, **augmentation)
+        logits = model(batch.to(device))
         loss = F.cross_entropy(logits, targets[idx].to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

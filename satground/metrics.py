@@ -44,11 +44,14 @@ def board_metrics(pred: torch.Tensor, solution: torch.Tensor, is_input: torch.Te
     each predicted grid is a valid completed Sudoku agreeing with its givens' *predicted* digits
     (the authors' count). Returns board accuracy (exact match), valid-grid rate, per-cell
     accuracy over all cells, accuracy over non-input cells, and visual accuracy (input cells).
+    blank_board_accuracy counts a board right when every non-input cell is (the givens' reading
+    ignored), the board metric of later work such as the Recurrent Transformer (ICLR 2023).
     """
     correct = pred == solution
     is_input = is_input.bool()
     return {
         "board_accuracy": correct.all(dim=1).float().mean().item(),
+        "blank_board_accuracy": (correct | is_input).all(dim=1).float().mean().item(),
         "valid_grid_rate": valid.float().mean().item(),
         "cell_accuracy": correct.float().mean().item(),
         "output_cell_accuracy": correct[~is_input].float().mean().item(),

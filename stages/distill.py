@@ -30,6 +30,14 @@ def read_params(params: dict) -> dict:
         # sweeps this (README, "The ablation")
         "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
         "mislabel": param(params, "distill.mislabel", float, low=0.0, high=1.0, default=0.0),
+        # random affine copies of the training images each epoch (0 = off): the classifier
+        # must read unseen test images, and every given of a board must be read right
+        "augmentation": {
+            "shift": param(params, "distill.augment.shift", float, low=0.0, high=14.0, default=0.0),
+            "rotation": param(params, "distill.augment.rotation", float, low=0.0, high=180.0,
+                              default=0.0),
+            "scale": param(params, "distill.augment.scale", float, low=0.0, high=0.9, default=0.0),
+        },
         "device": device_param(params),
         "source": source(params),
     }
@@ -83,7 +91,8 @@ def main(argv=None):
     seconds = []
     for epoch in tqdm(range(1, p["epochs"] + 1), desc="distill", unit="epoch"):
         start = time.perf_counter()
-        loss = lenet.train_epoch(model, optimizer, train_images, targets, p["batch_size"], rng)
+        loss = lenet.train_epoch(model, optimizer, train_images, targets, p["batch_size"], rng,
+                                 p["augmentation"])
         seconds.append(time.perf_counter() - start)
         test_pred = lenet.predict(model, test_images)
         live.log_metric("loss", loss)

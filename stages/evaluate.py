@@ -62,6 +62,7 @@ def results_table(rows: dict) -> pd.DataFrame:
         records.append({
             "model": model, "data": data, "proofreader": proofreader,
             "board_accuracy_pct": pct(scores["board_accuracy"]),
+            "blank_board_accuracy_pct": pct(scores.get("blank_board_accuracy")),
             "valid_grid_pct": pct(scores["valid_grid_rate"]),
             "cell_accuracy_pct": pct(scores["cell_accuracy"]),
             "visual_accuracy_pct": None if data == "symbols" else pct(scores["visual_accuracy"]),
@@ -156,8 +157,10 @@ def main(argv=None):
         metrics_tmp.write_text(json_text({"ours": ours, "ground": grounding}))
         table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
         frame.to_csv(csv_tmp, index=False)
-    print(f"evaluate: {len(test)} test boards; ours {100 * ours['no_proofreader']['board_accuracy']:.1f} % "
-          f"boards, {100 * ours['proofreader']['board_accuracy']:.1f} % with proofreader; permutation "
+    plain, proofread = ours["no_proofreader"], ours["proofreader"]
+    print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
+          f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
+          f"{100 * proofread['board_accuracy']:.1f} % with proofreader; permutation "
           f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")
 
 
