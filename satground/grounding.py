@@ -12,17 +12,26 @@ makes SATNet number its outputs as the classifier numbers its inputs: it can lea
 "output a excludes given rho(a)" as easily as "output a excludes given a". `align_to_inputs`
 reads that relabelling rho off the predictions alone (which given clusters each output value
 avoids among its peers) and moves the permutation to the classifier's encoding.
+
+The same rule gives the permutation without SATNet (`peer_label_permutation`): a given of
+cluster c never shares a row, column or box with an output cell labelled perm[c]. It reads
+the given cells' clusters and the output cells' labels of the ungrounded boards, never an
+input-cell label.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from .sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")
+# where the cluster -> digit permutation comes from: the Symbol Grounding Loss's P_hat (the
+# paper), or the given cells' clusters against their peers' output labels (ours, label free)
+PERMUTATION_SOURCES = ("loss", "peers")
 
 
 class PermutationAccumulator:
@@ -84,6 +93,29 @@ def peer_cooccurrence(clusters: torch.Tensor, is_input: torch.Tensor, board_size
     given = is_input.double()[:, :, None]
     return torch.einsum("nca,cd,ndb->ab", onehot * (1 - given), peers(board_size).double(),
                         onehot * given).float()
+
+
+def peer_label_cooccurrence(given_clusters: torch.Tensor, labels: torch.Tensor, is_input: torch.Tensor,
+                            board_size: int) -> torch.Tensor:
+    """M (K, K): M[c, d] = how often a given cell of cluster c has a peer output cell labelled d.
+
+    given_clusters: (N, C) 0-based clusters the classifier reads at given cells (any value
+    elsewhere); labels: (N, C) 1..K at labelled output cells, 0 elsewhere (the ungrounded view:
+    no input-cell label is read). A Sudoku never repeats a digit among peers, so cluster c's
+    digit d = perm[c] is the one it (almost) never meets: M[c, perm[c]] counts only clustering
+    errors.
+    """
+    K = board_size ** 2
+    given = F.one_hot(given_clusters.long().clamp(0, K - 1), K).double() * is_input.double()[..., None]
+    labelled = (labels > 0) & ~is_input
+    label = F.one_hot((labels.long() - 1).clamp_min(0), K).double() * labelled.double()[..., None]
+    return torch.einsum("nca,cd,ndb->ab", given, peers(board_size).double(), label).float()
+
+
+def peer_label_permutation(cooccurrence: torch.Tensor) -> torch.Tensor:
+    """perm (K,): the one-to-one cluster -> digit matching of least peer co-occurrence."""
+    _, perm = linear_sum_assignment(cooccurrence.detach().cpu().double().numpy())
+    return torch.from_numpy(perm).long()
 
 
 def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_ratio: float = 0.5):

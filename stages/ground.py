@@ -5,6 +5,11 @@ the Symbol Grounding Loss over output cells. After each epoch the epoch's mean P
 current hard permutation, and the per-cell accuracy of held-out training boards (output cells,
 read through that permutation) decides early stopping. Input-cell labels are never read.
 
+With ground.permutation: peers (ours, label free) the permutation folded into the classifier
+comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
+or box peer whose output label is its digit (satground.grounding.peer_label_permutation). The
+loss's permutation is still found and reported beside it.
+
 P_hat maps SATNet's output encoding to digits. With ground.align_inputs (our addition, label
 free) the permutation is then moved to the classifier's encoding by the relabelling that
 SATNet's outputs show against their peer givens (satground.grounding.align_to_inputs); it is
@@ -19,10 +24,12 @@ import torch
 
 from satground.config import load_params, param, run_settings, run_stage, satnet_sizes, source
 from satground.data import load_boards
-from satground.grounding import (ASSIGNMENTS, PermutationAccumulator, align_to_inputs,
-                                 hard_permutation, is_permutation, peer_cooccurrence, permutation_record)
+from satground.grounding import (ASSIGNMENTS, PERMUTATION_SOURCES, PermutationAccumulator,
+                                 align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
+                                 peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.io import PipelineError, save_all, save_figure, seed_everything
 from satground.lenet import load_lenet
+from satground.lenet import predict as classify
 from satground.losses import APPROXMAX
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.training import (freeze, grounding_epoch_metrics, grounding_loss, open_live,
@@ -76,6 +83,8 @@ def main(argv=None):
     val_fraction = param(params, "ground.val_fraction", float, low=0.0, high=0.9)
     assignment = param(params, "ground.assignment", str, choices=ASSIGNMENTS)
     align_inputs = param(params, "ground.align_inputs", bool)
+    permutation_source = param(params, "ground.permutation", str, choices=PERMUTATION_SOURCES,
+                               default="loss")
 
     generator = seed_everything(seed)
     boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it
@@ -135,9 +144,18 @@ def main(argv=None):
     val_clusters = predicted_digits(predict(model, val, batch_size, device, desc="align"), K) - 1
     cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
     aligned, rho = align_to_inputs(output_perm, cooccurrence)
-    chosen = aligned if align_inputs else output_perm
+    from_loss = aligned if align_inputs else output_perm
+    # the rule every board obeys, read off the given cells' clusters and the output labels
+    given_clusters = classify(classifier, boards.images)[boards.cell_image.clamp_min(0)]
+    label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
+                                                 boards.board_size)
+    from_peers = peer_label_permutation(label_cooccurrence)
+    chosen = from_peers if permutation_source == "peers" else from_loss
 
-    permutation = permutation_record(chosen, output_perm, P, assignment=used, argmax=argmax.tolist(),
+    permutation = permutation_record(chosen, output_perm, P, source=permutation_source,
+                                     from_loss=from_loss.tolist(), from_peers=from_peers.tolist(),
+                                     peer_label_cooccurrence=label_cooccurrence.tolist(),
+                                     assignment=used, argmax=argmax.tolist(),
                                      hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
                                      output_to_input=rho.tolist(), aligned_to_inputs=align_inputs,
                                      peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
@@ -152,12 +170,14 @@ def main(argv=None):
         "argmax_is_permutation": argmax_ok,
         "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
         "outputs_numbered_like_inputs": bool(torch.equal(rho, torch.arange(K))),
+        "loss_agrees_with_peers": bool(torch.equal(from_loss, from_peers)),
     }
     save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation,
               args.metrics_out: metrics})
     print(f"ground: best epoch {best['epoch']}/{epoch}, val output-cell accuracy "
-          f"{metrics['val_output_cell_accuracy']:.3f}, cluster->digit {chosen.tolist()} ({used}"
-          f"{', aligned to inputs' if align_inputs else ''}; outputs->inputs {rho.tolist()})")
+          f"{metrics['val_output_cell_accuracy']:.3f}, cluster->digit {chosen.tolist()} from "
+          f"{permutation_source} (loss: {from_loss.tolist()} by {used}"
+          f"{', aligned to inputs' if align_inputs else ''}; peers: {from_peers.tolist()})")
 
 
 if __name__ == "__main__":

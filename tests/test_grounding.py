@@ -4,7 +4,8 @@ import torch
 
 from satground.grounding import (PermutationAccumulator, align_to_inputs, fold_into_classifier,
                                  fold_into_satnet, hard_permutation, is_permutation,
-                                 peer_cooccurrence, permutation_matrix, relabel)
+                                 peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
+                                 permutation_matrix, relabel)
 from satground.lenet import LeNet
 from satground.sudoku import peers
 from satground.losses import symbol_grounding_loss
@@ -122,6 +123,31 @@ def test_alignment_finds_how_satnet_relabels_its_outputs_without_labels():
     assert torch.equal(same, true_perm) and torch.equal(rho_id, torch.arange(K))
     assert given_conflict_rate(consistent, is_input, 2) == 0.0
     assert given_conflict_rate(clusters, is_input, 2) > 0.1
+
+
+@pytest.mark.parametrize("board_size", [2, 3])
+def test_peer_labels_give_the_permutation_from_the_ungrounded_view(board_size):
+    # Given cells read as clusters (digit d -> cluster cluster_of_digit[d]), output cells with
+    # their labels, input cells with none: a cluster never meets its digit among its peers.
+    from satground.sudoku import generate_puzzles
+
+    K = board_size ** 2
+    puzzles, solutions = generate_puzzles(40, board_size, seed=1)
+    is_input = torch.from_numpy(puzzles != 0)
+    digits = torch.from_numpy(solutions).long() - 1
+    cluster_of_digit = torch.randperm(K, generator=torch.Generator().manual_seed(board_size))
+    labels = torch.where(is_input, 0, digits + 1)  # the ungrounded view
+    given_clusters = torch.where(is_input, cluster_of_digit[digits], -1)
+    M = peer_label_cooccurrence(given_clusters, labels, is_input, board_size)
+    true_perm = torch.argsort(cluster_of_digit)  # cluster -> digit
+    assert (M[torch.arange(K), true_perm] == 0).all() and (M.sum(dim=1) > 0).all()
+    assert torch.equal(peer_label_permutation(M), true_perm)
+    # a tenth of the givens read as a wrong cluster: the matching still holds
+    gen = torch.Generator().manual_seed(0)
+    wrong = is_input & (torch.rand(is_input.shape, generator=gen) < 0.1)
+    noisy = torch.where(wrong, (given_clusters + 1) % K, given_clusters)
+    assert torch.equal(peer_label_permutation(peer_label_cooccurrence(noisy, labels, is_input,
+                                                                      board_size)), true_perm)
 
 
 def test_peers_of_a_4x4_cell():

@@ -94,6 +94,57 @@ def test_lenet_learns_a_tiny_set():
     assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
 
 
+def test_augment_moves_the_digit_within_its_bounds_and_keeps_values_in_range():
+    image = torch.zeros(1, 28, 28, dtype=torch.uint8)
+    image[0, 12:16, 12:16] = 255  # a bright square in the middle
+    gen = torch.Generator().manual_seed(0)
+    still = lenet.augment(image, gen)
+    assert still.shape == (1, 1, 28, 28) and torch.allclose(still, lenet.image_batch(image), atol=1e-6)
+    moved = lenet.augment(image.expand(64, 28, 28), gen, shift=3)
+    assert moved.min() >= 0 and moved.max() <= 1
+    ys, xs = torch.meshgrid(torch.arange(28.0), torch.arange(28.0), indexing="ij")
+    mass = moved[:, 0].sum(dim=(1, 2))
+    centre_x = (moved[:, 0] * xs).sum(dim=(1, 2)) / mass - 13.5
+    centre_y = (moved[:, 0] * ys).sum(dim=(1, 2)) / mass - 13.5
+    assert centre_x.abs().max() <= 3 + 1e-4 and centre_y.abs().max() <= 3 + 1e-4
+    assert centre_x.std() > 1  # shifts are spread over the range, not all zero
+    turned = lenet.augment(image.expand(8, 28, 28), gen, rotation=90, scale=0.2)
+    assert not torch.allclose(turned, lenet.image_batch(image).expand(8, 1, 28, 28))
+
+
+@pytest.mark.parametrize("augmentation", [None, {"shift": 0.0, "rotation": 0.0, "scale": 0.0}])
+def test_lenet_without_augmentation_trains_exactly_as_before(augmentation):
+    # off (None or all zeros) draws nothing from the generator: the default profile's weights
+    # are the same as before augmentation existed
+    rng = np.random.default_rng(0)
+    digits = np.tile(np.arange(1, 5), 8)
+    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
+    states = []
+    for aug in (augmentation, "plain"):
+        torch.manual_seed(0)
+        model = lenet.LeNet(4)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        gen = torch.Generator().manual_seed(0)
+        extra = () if aug == "plain" else (aug,)
+        lenet.train_epoch(model, optimizer, images, targets, 16, gen, *extra)
+        states.append(model.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+def test_lenet_learns_a_tiny_set_with_augmentation():
+    rng = np.random.default_rng(0)
+    digits = np.tile(np.arange(1, 5), 16)
+    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
+    torch.manual_seed(0)
+    model = lenet.LeNet(4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    augmentation = {"shift": 2.0, "rotation": 10.0, "scale": 0.1}
+    for _ in range(8):
+        lenet.train_epoch(model, optimizer, images, targets, 16, gen, augmentation)
+    assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
+
+
 def test_lenet_file_round_trip(tmp_path):
     model = lenet.LeNet(9)
     lenet.save_lenet(model, tmp_path / "lenet.pt")
@@ -155,6 +206,14 @@ def test_distill_mislabel_moves_that_share_of_targets_to_wrong_clusters(tmp_path
     assert metrics["mislabel"] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
     n = metrics["n_train_images"]
     assert metrics["target_accuracy"] == pytest.approx(1 - round(0.3 * n) / n)
+
+
+def test_distill_rejects_a_negative_augmentation(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    teacher = untrained_infogan_checkpoint(tmp_path / "epoch_000.pt")
+    with pytest.raises(PipelineError, match=r"'distill.augment.shift' must be >= 0.0, got -1.0"):
+        run_distill(tmp_path, data, teacher, augment={"shift": -1.0})
+    assert not (tmp_path / "run" / "lenet.pt").exists()
 
 
 def test_mislabel_moves_exactly_the_share_and_always_to_another_cluster():

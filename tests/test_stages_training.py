@@ -163,6 +163,23 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
             "test_valid_grid_rate"} <= set(train)
 
 
+def test_ground_takes_the_permutation_from_peer_labels_when_asked(workdir, ungrounded_run, tmp_path):
+    params = {**PARAMS, "ground": {**PARAMS["ground"], "permutation": "peers", "epochs": 1}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    stage("ground").main(["--params", str(tmp_path / "params.yaml"),
+                          "--prepared", str(ungrounded_run["blind"]),  # no input-cell label in it
+                          "--model-out", str(tmp_path / "ground.pt"),
+                          "--permutation-out", str(tmp_path / "permutation.json"),
+                          "--plot-out", str(tmp_path / "permutation.png"),
+                          "--metrics-out", str(tmp_path / "ground.json"), "--live-dir", str(tmp_path / "live")])
+    saved = json.loads((tmp_path / "permutation.json").read_text())
+    assert saved["source"] == "peers"
+    assert saved["permutation"] == saved["from_peers"] == torch.argsort(PLANTED).tolist()
+    assert np.array(saved["peer_label_cooccurrence"]).shape == (K, K)
+    metrics = json.loads((tmp_path / "ground.json").read_text())
+    assert metrics["loss_agrees_with_peers"] == (saved["from_loss"] == saved["from_peers"])
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(["--view", "grounded"])
     stage("baseline_visual").main(["--view", "ungrounded"])

@@ -1,0 +1,156 @@
+"""Keep a finished `dvc repro` as a record under results/<name>/: what ran, and its results.
+
+    /usr/bin/time -v dvc repro 2> repro.time      # the run, its wall time and peak memory
+    python scripts/keep_results.py cpu9 --time-log repro.time
+
+Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves) and plots/*.png
+into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
+summary.md, the tables the README quotes, from those files only. The folder is replaced whole,
+so it never mixes two runs.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from satground.io import PipelineError, atomic_directory, json_text  # noqa: E402
+
+RESULT_COLUMNS = {  # results.csv column -> summary heading
+    "model": "model", "data": "data", "proofreader": "proofreader",
+    "board_accuracy_pct": "board, exact %", "blank_board_accuracy_pct": "board, blank cells %",
+    "valid_grid_pct": "valid grid %", "cell_accuracy_pct": "per cell %",
+    "visual_accuracy_pct": "visual %", "paper_board_pct": "paper board %",
+}
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: missing (has `dvc repro` finished?)") from None
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{path}: not valid JSON ({exc})") from None
+
+
+def time_figures(log: Path) -> dict:
+    """Wall seconds and peak RSS (MB) from the stderr of `/usr/bin/time -v`."""
+    text = log.read_text()
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    if not wall or not rss:
+        raise PipelineError(f"{log}: no '/usr/bin/time -v' figures in it")
+    seconds = 0.0
+    for part in wall.group(1).split(":"):
+        seconds = 60 * seconds + float(part)
+    return {"wall_seconds": round(seconds, 1), "peak_rss_mb": round(int(rss.group(1)) / 1024, 1)}
+
+
+def machine() -> str:
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = re.search(r"Model name:\s*(.+)", lscpu).group(1).strip()
+    except (OSError, subprocess.CalledProcessError, AttributeError):
+        model = platform.processor() or "unknown CPU"
+    return f"{os.cpu_count()} cores, {model}"
+
+
+def commit(root: Path) -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def summary(root: Path, run: dict) -> str:
+    """The tables of one run, read from its metrics/ files (the ones kept beside them)."""
+    metrics = root / "metrics"
+    table = pd.read_csv(metrics / "results.csv")
+    table = table[[c for c in RESULT_COLUMNS if c in table]].rename(columns=RESULT_COLUMNS)
+    evaluate = read_json(metrics / "evaluate.json")
+    cluster, distill = read_json(metrics / "cluster.json"), read_json(metrics / "distill.json")
+    ground = read_json(metrics / "ground.json")
+    prepare = read_json(metrics / "prepare.json")
+    K = cluster["n_clusters"]
+    phase = evaluate["ground"]
+    wall = run.get("wall_seconds")
+    lines = [
+        f"# Run record: profile `{run['profile']}`",
+        "",
+        f"Commit {run['commit']}, {run['machine']}; "
+        + (f"`dvc repro` wall time {int(wall // 60)} min {wall % 60:.0f} s, peak RSS "
+           f"{run['peak_rss_mb'] / 1024:.2f} GB." if wall is not None else "wall time not recorded."),
+        f"{prepare['n_train']} training / {prepare['n_test']} test boards, {K} digits "
+        f"({prepare['image_source']} images). Written by `python scripts/keep_results.py`.",
+        "",
+        "## Test boards",
+        "",
+        table.astype(object).where(table.notna(), "n/a").to_markdown(index=False),
+        "",
+        "## Steps before SATNet",
+        "",
+        "| step | figure |",
+        "|---|---|",
+        f"| clustering (`{cluster['method']}`), no labels | {pct(cluster['train_accuracy'])} % train / "
+        f"{pct(cluster['test_accuracy'])} % test images |",
+        f"| distilled LeNet | {pct(distill['test_accuracy'])} % test images |",
+        f"| grounding phase, output cells (chance {100 / K:.1f} %) | {pct(ground['val_output_cell_accuracy'])} % "
+        f"validation (best epoch {ground['best_epoch']} of {ground['epochs_run']}), "
+        f"{pct(phase['phase_output_cell_accuracy'])} % test |",
+        f"| cluster -> digit permutation | {'right' if phase['permutation_correct'] else 'WRONG'} "
+        f"(Hungarian {'right' if phase['hungarian_correct'] else 'wrong'}, authors' arg max "
+        f"{'right' if phase['argmax_correct'] else 'wrong'}) |",
+        "",
+    ]
+    injection = metrics / "error_injection.md"
+    if injection.exists():
+        lines += ["## Error injection (non-visual test boards)", "", injection.read_text().strip(), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """Returns the folder written."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="profile the run used: results/<name>/ is written")
+    parser.add_argument("--time-log", type=Path, help="stderr of `/usr/bin/time -v dvc repro`")
+    parser.add_argument("--root", type=Path, default=ROOT, help="project folder that ran it")
+    args = parser.parse_args(argv)
+    root = args.root
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", args.name):
+        raise PipelineError(f"name {args.name!r}: letters, digits, '-' and '_' only")
+
+    run = {"profile": args.name, "commit": commit(root), "machine": machine(),
+           **(time_figures(args.time_log) if args.time_log else {})}
+    for name in ("params.yaml", "dvc.lock", "metrics/results.csv"):
+        if not (root / name).is_file():
+            raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")
+    tables = summary(root, run)  # read before anything is written: errors name the run's files
+    with atomic_directory(root / "results" / args.name) as tmp:
+        for name in ("params.yaml", "dvc.lock"):
+            shutil.copy(root / name, tmp / name)
+        shutil.copytree(root / "metrics", tmp / "metrics")
+        (tmp / "plots").mkdir()
+        for png in sorted((root / "plots").glob("*.png")):
+            shutil.copy(png, tmp / "plots" / png.name)
+        (tmp / "run.json").write_text(json_text(run))
+        (tmp / "summary.md").write_text(tables)
+    print(f"results/{args.name}/ <- this run ({run['commit']}); tables in results/{args.name}/summary.md")
+    return root / "results" / args.name
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (PipelineError, OSError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(1)

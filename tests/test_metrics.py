@@ -1,0 +1,81 @@
+"""Board scores (satground.metrics) and the run record written from them (scripts/keep_results.py)."""
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from satground.io import PipelineError
+from satground.metrics import board_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("keep_results", ROOT / "scripts" / "keep_results.py")
+keep_results = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(keep_results)
+
+
+def test_blank_board_accuracy_ignores_the_givens_reading():
+    solution = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]])
+    is_input = torch.tensor([[1, 0, 0, 0]] * 3, dtype=torch.bool)
+    pred = torch.tensor([[1, 2, 3, 4],     # all right
+                         [4, 2, 3, 4],     # a given misread, every blank right
+                         [1, 2, 3, 1]])    # a blank wrong
+    scores = board_metrics(pred, solution, is_input, torch.ones(3, dtype=torch.bool))
+    assert scores["board_accuracy"] == pytest.approx(1 / 3)
+    assert scores["blank_board_accuracy"] == pytest.approx(2 / 3)
+    assert scores["visual_accuracy"] == pytest.approx(2 / 3)
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """A folder holding a finished run: the repo's committed default-profile outputs."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("params.yaml", "dvc.lock"):
+        shutil.copy(ROOT / name, root / name)
+    shutil.copytree(ROOT / "metrics", root / "metrics")
+    (root / "plots").mkdir()
+    shutil.copy(ROOT / "plots" / "boards.png", root / "plots" / "boards.png")
+    return root
+
+
+def test_keep_results_writes_the_run_and_its_tables(tmp_path):
+    root = project_copy(tmp_path)
+    log = tmp_path / "time.log"
+    log.write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03.5\n"
+                   "\tMaximum resident set size (kbytes): 2097152\n")
+    out = keep_results.main(["demo", "--time-log", str(log), "--root", str(root)])
+    assert out == root / "results" / "demo"
+    run = json.loads((out / "run.json").read_text())
+    assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
+    assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
+    assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate.json").exists()
+    summary = (out / "summary.md").read_text()
+    assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
+    evaluate = json.loads((ROOT / "metrics" / "evaluate.json").read_text())
+    board = 100 * evaluate["ours"]["no_proofreader"]["board_accuracy"]
+    assert f"| Ours                | ungrounded | no            | {board:16.1f} |" in summary
+    assert "permutation | right" in summary
+
+
+def test_keep_results_refuses_an_unfinished_run_and_keeps_the_old_record(tmp_path):
+    root = project_copy(tmp_path)
+    script = [sys.executable, str(ROOT / "scripts" / "keep_results.py"), "demo", "--root", str(root)]
+    assert subprocess.run(script, capture_output=True).returncode == 0
+    (root / "metrics" / "evaluate.json").unlink()
+    result = subprocess.run(script, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"Error: {root}/metrics/evaluate.json: missing "
+                                                  f"(has `dvc repro` finished?)"]
+    assert (root / "results" / "demo" / "metrics" / "evaluate.json").exists()  # old record intact
+    assert [p.name for p in (root / "results").iterdir()] == ["demo"]          # no temp folder left
+
+
+def test_keep_results_reads_only_time_v_logs(tmp_path):
+    log = tmp_path / "time.log"
+    log.write_text("real 1m2s\n")
+    with pytest.raises(PipelineError, match="time.log: no '/usr/bin/time -v' figures"):
+        keep_results.time_figures(log)
