@@ -3,8 +3,8 @@
     /usr/bin/time -v dvc repro 2> repro.time      # the run, its wall time and peak memory
     python scripts/keep_results.py cpu9 --time-log repro.time
 
-Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves) and plots/*.png
-into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
+Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves), plots/*.png and
+models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
 summary.md, the tables the README quotes, from those files only. The folder is replaced whole,
 so it never mixes two runs.
 """
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from satground.io import PipelineError, atomic_directory, json_text  # noqa: E402
 
+PERMUTATION = "models/permutation.json"
 RESULT_COLUMNS = {  # results.csv column -> summary heading
     "model": "model", "data": "data", "proofreader": "proofreader",
     "board_accuracy_pct": "board, exact %", "blank_board_accuracy_pct": "board, blank cells %",
@@ -138,6 +139,8 @@ def main(argv=None):
     with atomic_directory(root / "results" / args.name) as tmp:
         for name in ("params.yaml", "dvc.lock"):
             shutil.copy(root / name, tmp / name)
+        if (root / PERMUTATION).is_file():  # P_hat, both permutations, the peer co-occurrence
+            shutil.copy(root / PERMUTATION, tmp / "permutation.json")
         shutil.copytree(root / "metrics", tmp / "metrics")
         (tmp / "plots").mkdir()
         for png in sorted((root / "plots").glob("*.png")):

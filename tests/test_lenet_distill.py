@@ -81,14 +81,18 @@ def test_lenet_takes_uint8_or_float_images():
     assert torch.allclose(logits, model(images.float().div(255).unsqueeze(1)))
 
 
-def test_lenet_learns_a_tiny_set():
-    rng = np.random.default_rng(0)
-    digits = np.tile(np.arange(1, 5), 16)
-    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
+def tiny_set(copies: int = 16):
+    """(images, targets) of synthetic digits 1-4, and a fresh seeded LeNet, Adam and generator."""
+    digits = np.tile(np.arange(1, 5), copies)
+    images = torch.from_numpy(digit_images(digits, np.random.default_rng(0)))
     torch.manual_seed(0)
     model = lenet.LeNet(4)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(0)
+    return (images, torch.from_numpy(digits - 1).long(), model,
+            torch.optim.Adam(model.parameters(), lr=1e-3), torch.Generator().manual_seed(0))
+
+
+def test_lenet_learns_a_tiny_set():
+    images, targets, model, optimizer, gen = tiny_set()
     losses = [lenet.train_epoch(model, optimizer, images, targets, 16, gen) for _ in range(6)]
     assert losses[-1] < 0.5 * losses[0]
     assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
@@ -116,15 +120,9 @@ def test_augment_moves_the_digit_within_its_bounds_and_keeps_values_in_range():
 def test_lenet_without_augmentation_trains_exactly_as_before(augmentation):
     # off (None or all zeros) draws nothing from the generator: the default profile's weights
     # are the same as before augmentation existed
-    rng = np.random.default_rng(0)
-    digits = np.tile(np.arange(1, 5), 8)
-    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
     states = []
     for aug in (augmentation, "plain"):
-        torch.manual_seed(0)
-        model = lenet.LeNet(4)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        gen = torch.Generator().manual_seed(0)
+        images, targets, model, optimizer, gen = tiny_set(copies=8)
         extra = () if aug == "plain" else (aug,)
         lenet.train_epoch(model, optimizer, images, targets, 16, gen, *extra)
         states.append(model.state_dict())
@@ -132,13 +130,7 @@ def test_lenet_without_augmentation_trains_exactly_as_before(augmentation):
 
 
 def test_lenet_learns_a_tiny_set_with_augmentation():
-    rng = np.random.default_rng(0)
-    digits = np.tile(np.arange(1, 5), 16)
-    images, targets = torch.from_numpy(digit_images(digits, rng)), torch.from_numpy(digits - 1).long()
-    torch.manual_seed(0)
-    model = lenet.LeNet(4)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(0)
+    images, targets, model, optimizer, gen = tiny_set()
     augmentation = {"shift": 2.0, "rotation": 10.0, "scale": 0.1}
     for _ in range(8):
         lenet.train_epoch(model, optimizer, images, targets, 16, gen, augmentation)

@@ -1,0 +1,119 @@
+"""Grounding robustness over seeds: the stages up to `ground` at 9x9, each seed changed together.
+
+    python benchmarks/grounding_seeds.py --profile cpu9 --seeds 0 1 2 3 4 \
+        --out results/cpu9/grounding_seeds.jsonl
+    python benchmarks/grounding_seeds.py --table results/cpu9/grounding_seeds.jsonl
+
+For each seed S it runs the real `prepare`, `cluster`, `distill` and `ground` stages on the
+profile's params with data.seed = cluster.seed = distill.seed = seed = S (other boards, other
+given-cell images, another clusterer, classifier and SATNet), then checks the permutation the
+stage kept, and the Symbol Grounding Loss's own, against the truth: the Hungarian matching of
+the classifier's clusters to the true digits of the training images (truth read here, for this
+report only; the stages never read it). One JSON line per seed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from benchmarks.clustering import stage  # noqa: E402
+from satground.data import load_boards  # noqa: E402
+from satground.lenet import load_lenet, predict  # noqa: E402
+from satground.metrics import best_matching  # noqa: E402
+
+
+def params_for(profile: str, seed: int) -> dict:
+    params = yaml.safe_load((REPO / "profiles" / f"{profile}.yaml").read_text())
+    params["seed"] = seed
+    for section in ("data", "cluster", "distill"):
+        params[section]["seed"] = seed
+    return params
+
+
+def true_permutation(folder: Path) -> list[int]:
+    """cluster -> digit of the distilled classifier on the training given-cell images (truth)."""
+    boards = load_boards(folder / "prepared", "train")
+    pool = boards.cell_image[boards.is_input].unique()
+    clusters = predict(load_lenet(folder / "lenet.pt"), boards.images[pool])
+    truth = torch.load(folder / "prepared" / "train_truth.pt", weights_only=True)
+    digits = truth["image_labels"][pool].long() - 1
+    return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
+
+
+def run_seed(folder: Path, profile: str, seed: int) -> dict:
+    folder.mkdir()
+    params = folder / "params.yaml"
+    params.write_text(yaml.safe_dump(params_for(profile, seed)))
+    cpu = stage("prepare.py", "--params", params, "--out", folder / "prepared",
+                "--metrics", folder / "prepare.json", "--plot", folder / "boards.png")
+    cpu += stage("cluster.py", "--params", params, "--data", folder / "prepared", "--out", folder / "cluster",
+                 "--live", folder / "cluster_live", "--metrics", folder / "cluster.json",
+                 "--plots", folder / "cluster")
+    cpu += stage("distill.py", "--params", params, "--data", folder / "prepared",
+                 "--clusterer", folder / "cluster" / "final.pt", "--out", folder / "lenet.pt",
+                 "--live", folder / "distill_live", "--metrics", folder / "distill.json")
+    cpu += stage("ground.py", "--params", params, "--prepared", folder / "prepared",
+                 "--classifier", folder / "lenet.pt", "--model-out", folder / "ground.pt",
+                 "--permutation-out", folder / "permutation.json", "--plot-out", folder / "permutation.png",
+                 "--metrics-out", folder / "ground.json", "--live-dir", folder / "ground_live")
+    cluster = json.loads((folder / "cluster.json").read_text())
+    distill = json.loads((folder / "distill.json").read_text())
+    ground = json.loads((folder / "ground.json").read_text())
+    saved = json.loads((folder / "permutation.json").read_text())
+    truth = true_permutation(folder)
+    return {"profile": profile, "seed": seed, "cluster_method": cluster["method"],
+            "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
+            "ground_val_output_cell_accuracy": ground["val_output_cell_accuracy"],
+            "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
+            "permutation_right": saved["permutation"] == truth,
+            "loss_permutation_right": saved["from_loss"] == truth,
+            "peers_permutation_right": saved["from_peers"] == truth, "cpu_seconds": round(cpu, 1)}
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def mark(ok):
+        return "right" if ok else "wrong"
+
+    out = ["| seed | clustering, test % | LeNet, test % | grounding phase, val output cells % | "
+           "permutation kept | the loss's own | from peer labels | CPU min |", "|---" * 8 + "|"]
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        out.append(f"| {r['seed']} | {100 * r['cluster_test_accuracy']:.1f} | {100 * r['lenet_test_accuracy']:.1f} | "
+                   f"{100 * r['ground_val_output_cell_accuracy']:.1f} | {mark(r['permutation_right'])} "
+                   f"({r['permutation_source']}) | {mark(r['loss_permutation_right'])} | "
+                   f"{mark(r['peers_permutation_right'])} | {r['cpu_seconds'] / 60:.1f} |")
+    return "\n".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu9")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
+    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if args.out is None:
+        parser.error("--out is required to run")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        for seed in args.seeds:
+            row = run_seed(Path(scratch) / str(seed), args.profile, seed)
+            print(json.dumps(row), flush=True)
+            with args.out.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
