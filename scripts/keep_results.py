@@ -5,7 +5,8 @@
 
 Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves), plots/*.png and
 models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
-summary.md, the tables the README quotes, from those files only. The folder is replaced whole,
+summary.md, the tables the README quotes, and plots/learning_curves.png, the SATNet stages'
+per-epoch test scores, from those files only. The folder is replaced whole,
 so it never mixes two runs.
 """
 import argparse
@@ -22,7 +23,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from satground.io import PipelineError, atomic_directory, json_text  # noqa: E402
+from satground.io import PipelineError, atomic_directory, json_text, save_figure  # noqa: E402
 
 PERMUTATION = "models/permutation.json"
 RESULT_COLUMNS = {  # results.csv column -> summary heading
@@ -67,6 +68,37 @@ def machine() -> str:
 def commit(root: Path) -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     return out.stdout.strip() or "unknown"
+
+
+CURVES = {  # stage -> (prefix of its per-epoch test scores, legend)
+    "train": ("test_", "ours (train)"), "baseline_grounded": ("test_", "original, grounded"),
+    "baseline_ungrounded": ("test_", "original, ungrounded"),
+    "baseline_nonvisual": ("test_", "non-visual"), "ground": ("val_", "grounding phase (val)"),
+}
+
+
+def curves_figure(metrics: Path):
+    """Per-epoch blank-cell scores of the SATNet stages (dvclive files), on an epoch axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for stage, (prefix, label) in CURVES.items():
+        for ax, score in zip(axes, ("output_cell_accuracy", "output_board_accuracy")):
+            tsv = metrics / stage / "plots" / "metrics" / f"{prefix}{score}.tsv"
+            if not tsv.is_file():
+                continue
+            curve = pd.read_csv(tsv, sep="\t")
+            ax.plot(curve["step"] + 1, 100 * curve.iloc[:, 1], marker="o", ms=3, label=label)
+    for ax, title in zip(axes, ("blank cells right", "boards with every blank cell right")):
+        ax.set(title=f"test {title} (%)", xlabel="epoch")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def pct(x) -> str:
@@ -145,6 +177,7 @@ def main(argv=None):
         (tmp / "plots").mkdir()
         for png in sorted((root / "plots").glob("*.png")):
             shutil.copy(png, tmp / "plots" / png.name)
+        save_figure(curves_figure(root / "metrics"), tmp / "plots" / "learning_curves.png")
         (tmp / "run.json").write_text(json_text(run))
         (tmp / "summary.md").write_text(tables)
     print(f"results/{args.name}/ <- this run ({run['commit']}); tables in results/{args.name}/summary.md")
