@@ -3,8 +3,8 @@
     /usr/bin/time -v dvc repro 2> repro.time      # the run, its wall time and peak memory
     python scripts/keep_results.py cpu9 --time-log repro.time
 
-Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves), plots/*.png and
-models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
+Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves), the PNG plots the
+stages declare and models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
 summary.md, the tables the README quotes, and plots/learning_curves.png, the SATNet stages'
 per-epoch test scores, from those files only. The folder is replaced whole,
 so it never mixes two runs.
@@ -101,6 +101,17 @@ def curves_figure(metrics: Path):
     return fig
 
 
+def stage_figures(root: Path) -> list[str]:
+    """The PNG plots the pipeline's stages declare in dvc.yaml (figures a run wrote: not the
+    ablation's or a benchmark's, which live in plots/ too)."""
+    import yaml
+
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    declared = [next(iter(entry)) if isinstance(entry, dict) else entry
+                for stage in stages.values() for entry in stage.get("plots", [])]
+    return [path for path in declared if path.endswith(".png") and (root / path).is_file()]
+
+
 def pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}"
 
@@ -164,7 +175,7 @@ def main(argv=None):
 
     run = {"profile": args.name, "commit": commit(root), "machine": machine(),
            **(time_figures(args.time_log) if args.time_log else {})}
-    for name in ("params.yaml", "dvc.lock", "metrics/results.csv"):
+    for name in ("params.yaml", "dvc.yaml", "dvc.lock", "metrics/results.csv"):
         if not (root / name).is_file():
             raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")
     tables = summary(root, run)  # read before anything is written: errors name the run's files
@@ -175,8 +186,8 @@ def main(argv=None):
             shutil.copy(root / PERMUTATION, tmp / "permutation.json")
         shutil.copytree(root / "metrics", tmp / "metrics")
         (tmp / "plots").mkdir()
-        for png in sorted((root / "plots").glob("*.png")):
-            shutil.copy(png, tmp / "plots" / png.name)
+        for png in stage_figures(root):
+            shutil.copy(root / png, tmp / "plots" / Path(png).name)
         save_figure(curves_figure(root / "metrics"), tmp / "plots" / "learning_curves.png")
         (tmp / "run.json").write_text(json_text(run))
         (tmp / "summary.md").write_text(tables)

@@ -34,11 +34,12 @@ def project_copy(tmp_path: Path) -> Path:
     """A folder holding a finished run: the repo's committed default-profile outputs."""
     root = tmp_path / "project"
     root.mkdir()
-    for name in ("params.yaml", "dvc.lock"):
+    for name in ("params.yaml", "dvc.yaml", "dvc.lock"):
         shutil.copy(ROOT / name, root / name)
     shutil.copytree(ROOT / "metrics", root / "metrics")
     (root / "plots").mkdir()
-    shutil.copy(ROOT / "plots" / "boards.png", root / "plots" / "boards.png")
+    for name in ("boards.png", "ablation.png"):
+        shutil.copy(ROOT / "plots" / name, root / "plots" / name)
     return root
 
 
@@ -53,6 +54,7 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
     assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
     assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate.json").exists()
+    assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
     summary = (out / "summary.md").read_text()
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
     evaluate = json.loads((ROOT / "metrics" / "evaluate.json").read_text())
