@@ -19,13 +19,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from benchmarks.clustering import stage  # noqa: E402
-from satground.data import load_boards  # noqa: E402
+from satground.data import given_image_indices, load_boards, load_truth  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
 from satground.metrics import best_matching  # noqa: E402
 
@@ -41,10 +40,9 @@ def params_for(profile: str, seed: int) -> dict:
 def true_permutation(folder: Path) -> list[int]:
     """cluster -> digit of the distilled classifier on the training given-cell images (truth)."""
     boards = load_boards(folder / "prepared", "train")
-    pool = boards.cell_image[boards.is_input].unique()
+    pool = given_image_indices(boards)
     clusters = predict(load_lenet(folder / "lenet.pt"), boards.images[pool])
-    truth = torch.load(folder / "prepared" / "train_truth.pt", weights_only=True)
-    digits = truth["image_labels"][pool].long() - 1
+    digits = load_truth(folder / "prepared", "train", boards)["image_labels"][pool].long() - 1
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 
 

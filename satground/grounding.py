@@ -83,16 +83,19 @@ def relabel(probs: torch.Tensor, perm: torch.Tensor, n_digits: int) -> torch.Ten
     return (probs.reshape(B, -1, n_digits) @ M).reshape(B, -1)
 
 
-def peer_cooccurrence(clusters: torch.Tensor, is_input: torch.Tensor, board_size: int) -> torch.Tensor:
+def peer_cooccurrence(clusters: torch.Tensor, is_input: torch.Tensor, board_size: int,
+                      counted: torch.Tensor | None = None) -> torch.Tensor:
     """M (K, K): M[a, b] = how often an output cell predicted a has a peer given predicted b.
 
-    clusters: (N, C) 0-based predicted values (givens from the classifier, outputs from SATNet).
+    clusters: (N, C) 0-based values (givens from the classifier, outputs from SATNet or labels);
+    counted: (N, C) bool, the output cells to count (default: all), whose values elsewhere are
+    never read.
     """
     K = board_size ** 2
-    onehot = torch.nn.functional.one_hot(clusters.long(), K).double()
-    given = is_input.double()[:, :, None]
-    return torch.einsum("nca,cd,ndb->ab", onehot * (1 - given), peers(board_size).double(),
-                        onehot * given).float()
+    onehot = F.one_hot(clusters.long().clamp(0, K - 1), K).double()
+    outputs = ~is_input if counted is None else counted & ~is_input
+    return torch.einsum("nca,cd,ndb->ab", onehot * outputs.double()[..., None], peers(board_size).double(),
+                        onehot * is_input.double()[..., None]).float()
 
 
 def peer_label_cooccurrence(given_clusters: torch.Tensor, labels: torch.Tensor, is_input: torch.Tensor,
@@ -105,17 +108,13 @@ def peer_label_cooccurrence(given_clusters: torch.Tensor, labels: torch.Tensor, 
     digit d = perm[c] is the one it (almost) never meets: M[c, perm[c]] counts only clustering
     errors.
     """
-    K = board_size ** 2
-    given = F.one_hot(given_clusters.long().clamp(0, K - 1), K).double() * is_input.double()[..., None]
-    labelled = (labels > 0) & ~is_input
-    label = F.one_hot((labels.long() - 1).clamp_min(0), K).double() * labelled.double()[..., None]
-    return torch.einsum("nca,cd,ndb->ab", given, peers(board_size).double(), label).float()
+    values = torch.where(is_input, given_clusters.long(), labels.long() - 1)
+    return peer_cooccurrence(values, is_input, board_size, counted=labels > 0).T
 
 
 def peer_label_permutation(cooccurrence: torch.Tensor) -> torch.Tensor:
     """perm (K,): the one-to-one cluster -> digit matching of least peer co-occurrence."""
-    _, perm = linear_sum_assignment(cooccurrence.detach().cpu().double().numpy())
-    return torch.from_numpy(perm).long()
+    return hard_permutation(-cooccurrence, "hungarian")
 
 
 def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_ratio: float = 0.5):
