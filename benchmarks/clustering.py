@@ -26,6 +26,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from satground.io import load_json  # noqa: E402
 
 
 def stage(script: str, *args) -> float:
@@ -99,13 +101,15 @@ def main():
                     folder.mkdir(exist_ok=True)
                     params.write_text(yaml.safe_dump(params_for(digits, seed, method, args.n_train)))
                     if not (folder / "prepared").exists():
-                        stage("prepare.py", "--params", params, "--out", folder / "prepared",
-                              "--metrics", folder / "prepare.json", "--plot", folder / "boards.png")
-                    cpu = stage("cluster.py", "--params", params, "--data", folder / "prepared",
-                                "--out", folder / method, "--live", folder / f"{method}_live",
-                                "--metrics", folder / f"{method}.json", "--plots", folder / method)
-                    metrics = json.loads((folder / f"{method}.json").read_text())
-                    prepared = json.loads((folder / "prepare.json").read_text())
+                        stage("prepare.py", "--params", params, "--data-out", folder / "prepared",
+                              "--metrics-out", folder / "prepare", "--plot-out", folder / "boards.png")
+                    cpu = stage("cluster.py", "--params", params, "--prepared", folder / "prepared",
+                                "--model-out", folder / method,
+                                "--samples-plot-out", folder / f"{method}_samples.png",
+                                "--confusion-plot-out", folder / f"{method}_confusion.png",
+                                "--metrics-out", folder / f"{method}_metrics")
+                    metrics = load_json(folder / f"{method}_metrics" / "info.json")
+                    prepared = load_json(folder / "prepare" / "info.json")
                     row = {"digits": digits, "data_seed": seed, "method": method,
                            "train_boards": prepared["n_train"], "train_images": metrics["n_train_images"],
                            "uses_per_image": round(prepared["n_train"] * prepared["givens"]["train"]["mean"]

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from benchmarks.clustering import stage  # noqa: E402
 from satground.data import given_image_indices, load_boards, load_truth  # noqa: E402
+from satground.io import load_json  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
 from satground.metrics import best_matching  # noqa: E402
 
@@ -50,26 +51,26 @@ def run_seed(folder: Path, profile: str, seed: int) -> dict:
     folder.mkdir()
     params = folder / "params.yaml"
     params.write_text(yaml.safe_dump(params_for(profile, seed)))
-    cpu = stage("prepare.py", "--params", params, "--out", folder / "prepared",
-                "--metrics", folder / "prepare.json", "--plot", folder / "boards.png")
-    cpu += stage("cluster.py", "--params", params, "--data", folder / "prepared", "--out", folder / "cluster",
-                 "--live", folder / "cluster_live", "--metrics", folder / "cluster.json",
-                 "--plots", folder / "cluster")
-    cpu += stage("distill.py", "--params", params, "--data", folder / "prepared",
-                 "--clusterer", folder / "cluster" / "final.pt", "--out", folder / "lenet.pt",
-                 "--live", folder / "distill_live", "--metrics", folder / "distill.json")
+    cpu = stage("prepare.py", "--params", params, "--data-out", folder / "prepared",
+                "--metrics-out", folder / "prepare", "--plot-out", folder / "boards.png")
+    cpu += stage("cluster.py", "--params", params, "--prepared", folder / "prepared",
+                 "--model-out", folder / "cluster", "--samples-plot-out", folder / "cluster_samples.png",
+                 "--confusion-plot-out", folder / "cluster_confusion.png", "--metrics-out", folder / "cluster_metrics")
+    cpu += stage("distill.py", "--params", params, "--prepared", folder / "prepared",
+                 "--clusterer", folder / "cluster", "--model-out", folder / "lenet.pt",
+                 "--metrics-out", folder / "distill")
     cpu += stage("ground.py", "--params", params, "--prepared", folder / "prepared",
                  "--classifier", folder / "lenet.pt", "--model-out", folder / "ground.pt",
                  "--permutation-out", folder / "permutation.json", "--plot-out", folder / "permutation.png",
-                 "--metrics-out", folder / "ground.json", "--live-dir", folder / "ground_live")
-    cluster = json.loads((folder / "cluster.json").read_text())
-    distill = json.loads((folder / "distill.json").read_text())
-    ground = json.loads((folder / "ground.json").read_text())
-    saved = json.loads((folder / "permutation.json").read_text())
+                 "--metrics-out", folder / "ground")
+    cluster = load_json(folder / "cluster_metrics" / "info.json")
+    distill = load_json(folder / "distill" / "info.json")
+    ground = load_json(folder / "ground" / "info.json")
+    saved = load_json(folder / "permutation.json")
     truth = true_permutation(folder)
     return {"profile": profile, "seed": seed, "cluster_method": cluster["method"],
             "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
-            "ground_val_output_cell_accuracy": ground["val_output_cell_accuracy"],
+            "ground_val_output_cell_accuracy": ground["val_blank_cells"],
             "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
             "permutation_right": saved["permutation"] == truth,
             "loss_permutation_right": saved["from_loss"] == truth,

@@ -63,8 +63,8 @@ def run(args) -> None:
                            args.batch_size, device, shuffle, desc=f"epoch {epoch}")
         scores = evaluate_outputs(model, test, 100, device)
         rows.append({"epoch": epoch, "boards_seen": epoch * n_train, "train_loss": loss,
-                     "test_blank_cell_accuracy": scores["output_cell_accuracy"],
-                     "test_board_accuracy": scores["output_board_accuracy"],
+                     "test_blank_cell_accuracy": scores["blank_cells"],
+                     "test_board_accuracy": scores["blank_boards"],
                      "seconds": time.perf_counter() - start})
         print(json.dumps(rows[-1]), flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def run(args) -> None:
         if args.resume:
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "shuffle": shuffle.get_state() if shuffle is not None else None}, state)
-        if scores["output_board_accuracy"] >= args.stop_at:
+        if scores["blank_boards"] >= args.stop_at:
             break
 
 

@@ -8,7 +8,9 @@ stage instead of being ignored.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -105,6 +107,22 @@ def param(params: dict, key: str, kind: type | tuple = int, *, low=None, high=No
     return value
 
 
+def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | None = None,
+                    params: bool = True):
+    """A stage script's command line: --params and each path it reads or writes, all required.
+
+    dvc.yaml's command of the stage names every path, so paths live in one place: there, next to
+    the deps and outs that declare them. Outputs end in -out (a folder for --metrics-out: the
+    stage's metrics, satground.tracking). `extra(parser)` adds a stage's other options.
+    """
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    for name in ["params"] * params + paths:
+        parser.add_argument(f"--{name}", required=True, metavar="PATH")
+    if extra is not None:
+        extra(parser)
+    return parser.parse_args(argv)
+
+
 def run_stage(main: Callable[[], None]) -> None:
     """Entry point of every stage script: user errors become one line on stderr and exit 1."""
     try:
@@ -119,9 +137,14 @@ def seed_param(params: dict, key: str, default: Any = _MISSING) -> int:
     return param(params, key, int, low=0, high=SEED_MAX, default=default)
 
 
-def device_param(params: dict):
-    """The torch device of `device`, checked against this machine before any work."""
-    return pick_device(param(params, "device", str, default="auto"), source(params))
+DEVICE_VARIABLE = "SATGROUND_DEVICE"
+
+
+def device_param(params: dict | None = None):
+    """The torch device: $SATGROUND_DEVICE (auto, cpu, cuda or cuda:N; auto when unset: CUDA when
+    present), checked against this machine before any work. Not a parameter on purpose: the machine
+    is not part of the experiment, so moving a run to a new GPU makes no stage stale."""
+    return pick_device(os.environ.get(DEVICE_VARIABLE, "auto"), f"${DEVICE_VARIABLE}")
 
 
 def run_settings(params: dict):

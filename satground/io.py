@@ -118,6 +118,17 @@ def save_figure(fig, path) -> None:
     plt.close(fig)
 
 
+def load_json(path, what: str = "file") -> dict:
+    """A JSON artifact; a missing or corrupt file is a one-line error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: {what} not found (run the stage that produces it)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise PipelineError(f"{path}: {what} is not valid JSON ({exc})") from None
+
+
 def load_torch(path, what: str = "artifact"):
     """torch.load with a one-line error naming the file when it is missing or unreadable."""
     path = Path(path)
@@ -142,7 +153,7 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def pick_device(requested: str = "auto", where: str = "params.yaml") -> torch.device:
+def pick_device(requested: str = "auto", where: str = "$SATGROUND_DEVICE") -> torch.device:
     """'auto' takes CUDA when present, else CPU; 'cpu', 'cuda' or 'cuda:N' are checked against
     the machine before any work starts."""
     if requested == "auto":
@@ -152,12 +163,12 @@ def pick_device(requested: str = "auto", where: str = "params.yaml") -> torch.de
     except RuntimeError:
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
-        raise PipelineError(f"{where}: 'device' must be auto, cpu, cuda or cuda:N, got {requested!r}")
+        raise PipelineError(f"{where}: the device must be auto, cpu, cuda or cuda:N, got {requested!r}")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise PipelineError(f"{where}: 'device' is {requested!r} but this machine has no CUDA GPU "
+            raise PipelineError(f"{where}: the device is {requested!r} but this machine has no CUDA GPU "
                                 f"(use auto or cpu)")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise PipelineError(f"{where}: 'device' is {requested!r} but this machine has "
+            raise PipelineError(f"{where}: the device is {requested!r} but this machine has "
                                 f"{torch.cuda.device_count()} CUDA GPU(s)")
     return device

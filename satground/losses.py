@@ -14,6 +14,8 @@ there (blurred predictions score below 0), which is why this phase needs early s
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 APPROXMAX = ("l2", "max", "softmax", "logsumexp")
@@ -56,3 +58,18 @@ def symbol_grounding_loss(pred: torch.Tensor, target: torch.Tensor, kind: str = 
                          f"and {tuple(target.shape)}")
     P = soft_permutation(pred, target)
     return 1.0 - approxmax(P, kind, temperature).mean(), P
+
+
+def grounding_loss(kind: str, temperature: float, accumulator) -> Callable:
+    """The ground stage's loss_fn(pred, batch) for satground.training's loops: L_SG over the
+    labelled output cells of a training.Batch; each batch's P_hat goes to `accumulator`
+    (a grounding.PermutationAccumulator)."""
+    def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
+        K = batch.target.shape[1] // batch.labels.shape[1]
+        cells = (batch.labels > 0) & ~batch.is_input
+        loss, P = symbol_grounding_loss(pred.reshape(-1, K)[cells.reshape(-1)],
+                                        batch.target.reshape(-1, K)[cells.reshape(-1)],
+                                        kind, temperature)
+        accumulator.add(P)
+        return loss
+    return loss_fn

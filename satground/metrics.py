@@ -9,6 +9,9 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
+from .data import Boards
+from .sudoku import peers, valid_grids
+
 
 def confusion_matrix(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
     """counts[c, d] = how many items in cluster c have true class d (both 0-based)."""
@@ -57,3 +60,37 @@ def board_metrics(pred: torch.Tensor, solution: torch.Tensor, is_input: torch.Te
         "output_cell_accuracy": correct[~is_input].float().mean().item(),
         "visual_accuracy": correct[is_input].float().mean().item(),
     }
+
+
+def given_conflict_rate(digits: torch.Tensor, is_input: torch.Tensor, board_size: int) -> float:
+    """Fraction of output cells predicting the same digit as a given cell among their peers.
+
+    Label-free and blind to how digits are numbered, as long as given and output cells use
+    the same numbering: a solver whose outputs speak a relabelled encoding of its inputs
+    (which L_SG cannot see) conflicts often even when its outputs are a perfect permutation
+    of the labels.
+    """
+    same = digits[:, :, None] == digits[:, None, :]
+    conflict = (same & peers(board_size) & is_input[:, None, :]).any(dim=2)
+    return conflict[~is_input].float().mean().item()
+
+
+def output_metrics(digits: torch.Tensor, boards: Boards) -> dict[str, float]:
+    """Scores that need no input-cell label: accuracy on the labelled blank (output) cells, boards
+    with every blank cell right, the valid-grid rate (the authors' board count), and how often a
+    blank cell repeats a given digit of its row, column or box."""
+    cells = (boards.labels > 0) & ~boards.is_input
+    correct = (digits == boards.labels.long()) | ~cells
+    valid = valid_grids(digits.numpy().astype(np.uint8), boards.board_size)
+    return {
+        "blank_cells": (digits == boards.labels.long())[cells].float().mean().item(),
+        "blank_boards": correct.all(dim=1).float().mean().item(),
+        "valid_grids": float(valid.mean()),
+        "given_conflicts": given_conflict_rate(digits, boards.is_input, boards.board_size),
+    }
+
+
+def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict:
+    """Scores against the true full solution (grounded labels): evaluation only."""
+    valid = torch.from_numpy(valid_grids(digits.numpy().astype(np.uint8), boards.board_size))
+    return board_metrics(digits, solution.long(), boards.is_input, valid)

@@ -1,4 +1,4 @@
-"""Epoch loops and board evaluation shared by the ground/train/proofread/baseline stages.
+"""Batches and epoch loops shared by the ground/train/proofread/baseline stages.
 
 A model is either a VisualSolver (given-cell images in) or a SymbolicSolver (given digits in,
 the non-visual baseline). Batches are cut from a `Boards` (satground.data); what a loop can see
@@ -16,11 +16,9 @@ from torch import nn
 from tqdm import tqdm
 
 from .data import Boards, onehot, var_mask
-from .grounding import PermutationAccumulator, relabel
-from .losses import symbol_grounding_loss
-from .metrics import board_metrics
+from .grounding import relabel
+from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
-from .sudoku import peers, valid_grids
 
 
 @dataclass
@@ -69,19 +67,6 @@ def bce_loss(on_inputs: bool = False) -> Callable:
     def loss_fn(pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         mask = loss_mask(batch, on_inputs)
         return F.binary_cross_entropy(pred[mask], batch.target[mask])
-    return loss_fn
-
-
-def grounding_loss(kind: str, temperature: float, accumulator: PermutationAccumulator) -> Callable:
-    """L_SG over the labelled output cells of the batch; P_hat of each batch is accumulated."""
-    def loss_fn(pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        K = batch.target.shape[1] // batch.labels.shape[1]
-        cells = (batch.labels > 0) & ~batch.is_input
-        loss, P = symbol_grounding_loss(pred.reshape(-1, K)[cells.reshape(-1)],
-                                        batch.target.reshape(-1, K)[cells.reshape(-1)],
-                                        kind, temperature)
-        accumulator.add(P)
-        return loss
     return loss_fn
 
 
@@ -142,40 +127,6 @@ def predicted_digits(probs: torch.Tensor, n_digits: int, perm: torch.Tensor | No
     return probs.reshape(probs.shape[0], -1, n_digits).argmax(dim=2) + 1
 
 
-def given_conflict_rate(digits: torch.Tensor, is_input: torch.Tensor, board_size: int) -> float:
-    """Fraction of output cells predicting the same digit as a given cell among their peers.
-
-    Label-free and blind to how digits are numbered, as long as given and output cells use
-    the same numbering: a solver whose outputs speak a relabelled encoding of its inputs
-    (which L_SG cannot see) conflicts often even when its outputs are a perfect permutation
-    of the labels.
-    """
-    same = digits[:, :, None] == digits[:, None, :]
-    conflict = (same & peers(board_size) & is_input[:, None, :]).any(dim=2)
-    return conflict[~is_input].float().mean().item()
-
-
-def output_metrics(digits: torch.Tensor, boards: Boards) -> dict[str, float]:
-    """Scores that need no input-cell label: accuracy on labelled output cells, boards with every
-    output cell right, the valid-grid rate (the authors' board count), and how often an output
-    cell repeats a given digit of its row, column or box."""
-    cells = (boards.labels > 0) & ~boards.is_input
-    correct = (digits == boards.labels.long()) | ~cells
-    valid = valid_grids(digits.numpy().astype(np.uint8), boards.board_size)
-    return {
-        "output_cell_accuracy": (digits == boards.labels.long())[cells].float().mean().item(),
-        "output_board_accuracy": correct.all(dim=1).float().mean().item(),
-        "valid_grid_rate": float(valid.mean()),
-        "given_conflict_rate": given_conflict_rate(digits, boards.is_input, boards.board_size),
-    }
-
-
-def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict:
-    """Scores against the true full solution (grounded labels): evaluation only."""
-    valid = torch.from_numpy(valid_grids(digits.numpy().astype(np.uint8), boards.board_size))
-    return board_metrics(digits, solution.long(), boards.is_input, valid)
-
-
 def split_boards(boards: Boards, val_fraction: float, generator: torch.Generator):
     """(train, val) Boards sharing the image pool; val gets round(val_fraction * N) boards."""
     n = len(boards)
@@ -206,33 +157,32 @@ def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: 
     return output_metrics(predicted_digits(probs, boards.n_digits), boards)
 
 
+def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, batch_size: int,
+                    device: torch.device) -> dict[str, float]:
+    """metrics.board_metrics of the model's predictions against the true full solutions
+    (N, C): for the stages that report final test scores, never for training."""
+    digits = predicted_digits(predict(model, boards, batch_size, device), boards.n_digits)
+    return solution_metrics(digits, solution, boards)
+
+
 def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Optimizer,
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
-        generator: torch.Generator, live=None, desc: str = "epoch",
+        generator: torch.Generator, report=None, desc: str = "epoch",
         prefix: str = "") -> dict[str, float]:
-    """Train for `epochs`, scoring the test boards after each (output cells only: no input-cell
-    label is read). Logs {prefix}train_loss and {prefix}test_* per epoch to dvclive `live`;
-    returns the last epoch's values."""
+    """Train for `epochs`, scoring the test boards after each (blank cells only: no input-cell
+    label is read). Logs the curves {prefix}loss and {prefix}test_* at each epoch to `report`
+    (a tracking.StageReport); returns the last epoch's values."""
     last: dict[str, float] = {}
     for epoch in tqdm(range(1, epochs + 1), desc=desc, disable=epochs < 2):
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
                            desc=f"{desc} epoch {epoch}")
         scores = evaluate_outputs(model, test, batch_size, device)
-        last = {"train_loss": loss, **{f"test_{k}": v for k, v in scores.items()}}
-        if live is not None:
-            for name, value in last.items():
-                live.log_metric(prefix + name, value)
-            live.next_step()
-        tqdm.write(f"{desc} {epoch}/{epochs}: loss {loss:.4f}, test output cells "
-                   f"{scores['output_cell_accuracy']:.3f}, boards {scores['output_board_accuracy']:.3f}")
+        last = {"loss": loss, **{f"test_{k}": v for k, v in scores.items()}}
+        if report is not None:
+            report.log_epoch(epoch, last, prefix)
+        tqdm.write(f"{desc} {epoch}/{epochs}: loss {loss:.4f}, test blank cells "
+                   f"{scores['blank_cells']:.3f}, boards with every blank right {scores['blank_boards']:.3f}")
     return last
-
-
-def open_live(directory):
-    """dvclive logger writing per-epoch metrics under `directory` (no DVC experiment side effects)."""
-    from dvclive import Live
-
-    return Live(dir=str(directory), dvcyaml=None, save_dvc_exp=False, report=None)
 
 
 def freeze(module: nn.Module) -> None:

@@ -6,15 +6,14 @@
 Two sweeps make points: `checkpoint` (InfoGAN checkpoints, distill.checkpoint an epoch) and
 `mislabel` (the final clusterer with a share of its training assignments moved to wrong
 clusters, distill.mislabel). The report keeps the finished experiments of the chosen sweep that
-ran on the workspace's data (same `data` params: a smoke or 9x9 run never mixes in), and reads
-the distilled classifier's test clustering accuracy, the accuracy the grounding phase starts
-from (metrics/distill.json: truth used for reporting only), the grounding phase's output-cell
-accuracy and the final board accuracy (metrics/evaluate.json). Writes metrics/ablation.csv and
-plots/ablation.png.
+differ from the workspace in the sweep's params only (a smoke run, another profile or another
+experiment never mixes in), read with dvc.api.exp_show, and takes their headline metrics: the
+distilled classifier's test clustering accuracy (lenet_acc, the accuracy the grounding phase
+starts from; truth used for reporting only), the clusterer's (cluster_acc), the grounding
+phase's blank-cell accuracy (ground_cells), whether the permutation is right (perm_right) and
+the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ablation.png.
 """
 import argparse
-import json
-import subprocess
 import sys
 
 import matplotlib
@@ -23,35 +22,20 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from satground.config import flat_keys, load_params  # noqa: E402
 from satground.io import atomic_write, save_figure  # noqa: E402
 
 
-def metric(run: dict, path: str, *keys):
-    node = run.get("data", {}).get("metrics", {}).get(path, {}).get("data", {})
-    for key in keys:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
+def column(row: dict, name: str):
+    """A metric or param of an exp_show row: under its name, or 'file:name' where two files
+    share the name."""
+    if name in row:
+        return row[name]
+    return next((value for key, value in row.items() if key.endswith(f":{name}")), None)
 
 
 # the params each sweep varies (prefixes); its experiments agree with the workspace elsewhere
 SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distill.mislabel",)}
-
-
-def flat_params(run: dict) -> dict:
-    """params.yaml of a run as {"section.key": value}."""
-    out = {}
-
-    def walk(node, prefix):
-        for key, value in node.items():
-            if isinstance(value, dict):
-                walk(value, f"{prefix}{key}.")
-            else:
-                out[prefix + key] = value
-
-    walk(run.get("data", {}).get("params", {}).get("params.yaml", {}).get("data", {}), "")
-    return out
 
 
 def in_sweep(params: dict, workspace: dict, sweep: str) -> bool:
@@ -64,38 +48,33 @@ def in_sweep(params: dict, workspace: dict, sweep: str) -> bool:
     return all(params.get(k) == workspace.get(k) for k in keys if not k.startswith(varied))
 
 
-def rows(show: list, sweep: str) -> list:
-    """The finished experiments of `sweep` (and the workspace, the sweep's reference point when
-    it is one), one dict each."""
-    workspace = flat_params(show[0]) if show else {}
-    runs = []
-    for baseline in show:
-        runs.append(baseline)
-        for experiment in baseline.get("experiments") or []:
-            # a queued or running experiment's folder still holds its baseline's metrics
-            # files: reading them would pair one checkpoint with another run's results
-            if (experiment.get("executor") or {}).get("state", "success") != "success":
-                continue
-            runs.extend(experiment.get("revs") or [])
+def rows(show: list, sweep: str, keys: list) -> list:
+    """The finished experiments of `sweep` in dvc.api.exp_show's rows (and the workspace, the
+    sweep's reference point when it is one), one dict each; `keys` are the params' names."""
+    if not show:
+        return []
+    workspace = {key: column(show[0], key) for key in keys}
     out = []
-    for run in runs:
-        params = flat_params(run)
+    for run in show:
+        if run is not show[0] and not str(run.get("typ", "")).startswith("branch"):
+            continue  # a commit's row: its results are the workspace's or another run's
+        # a queued or running experiment's folder still holds its baseline's metrics files:
+        # reading them would pair one checkpoint with another run's results
+        if run.get("State") not in (None, "Success"):
+            continue
+        params = {key: column(run, key) for key in keys}
         if not in_sweep(params, workspace, sweep):
             continue
         row = {
-            "experiment": run.get("name") or run.get("rev"),
+            "experiment": run.get("Experiment") or run.get("rev"),
             "checkpoint": params.get("distill.checkpoint", "final"),
             "mislabel": params.get("distill.mislabel", 0.0),
-            "clustering_accuracy": metric(run, "metrics/distill.json", "test_accuracy"),
-            "teacher_accuracy": metric(run, "metrics/distill.json", "teacher_test_accuracy"),
-            "grounding_cell_accuracy": metric(run, "metrics/evaluate.json", "ground",
-                                              "phase_output_cell_accuracy"),
-            "permutation_correct": metric(run, "metrics/evaluate.json", "ground",
-                                          "permutation_correct"),
-            "board_accuracy": metric(run, "metrics/evaluate.json", "ours", "no_proofreader",
-                                     "board_accuracy"),
-            "board_accuracy_proofread": metric(run, "metrics/evaluate.json", "ours",
-                                               "proofreader", "board_accuracy"),
+            "clustering_accuracy": column(run, "lenet_acc"),
+            "teacher_accuracy": column(run, "cluster_acc"),
+            "grounding_cell_accuracy": column(run, "ground_cells"),
+            "permutation_correct": column(run, "perm_right"),
+            "board_accuracy": column(run, "boards"),
+            "board_accuracy_proofread": column(run, "boards_pr"),
         }
         if row["clustering_accuracy"] is not None and row["board_accuracy"] is not None:
             out.append(row)
@@ -108,12 +87,13 @@ def main():
     parser.add_argument("--csv", default="metrics/ablation.csv")
     parser.add_argument("--plot", default="plots/ablation.png")
     args = parser.parse_args()
-    show = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], check=True,
-                                     capture_output=True, text=True).stdout)
-    table = pd.DataFrame(rows(show, args.sweep)).drop_duplicates()
+    import dvc.api
+
+    keys = flat_keys(load_params("params.yaml"))
+    table = pd.DataFrame(rows(dvc.api.exp_show(), args.sweep, keys)).drop_duplicates()
     if table.empty:
-        print(f"error: no finished experiment of the {args.sweep} sweep on the workspace's data "
-              f"(with metrics/distill.json and metrics/evaluate.json) yet", file=sys.stderr)
+        print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "
+              f"(with the lenet_acc and boards metrics) yet", file=sys.stderr)
         return 1
     table = table.sort_values("clustering_accuracy")
     with atomic_write(args.csv) as tmp:

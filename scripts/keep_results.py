@@ -3,14 +3,13 @@
     /usr/bin/time -v dvc repro 2> repro.time      # the run, its wall time and peak memory
     python scripts/keep_results.py cpu9 --time-log repro.time
 
-Copies params.yaml, dvc.lock, metrics/ (stage summaries and per-epoch curves), the PNG plots the
-stages declare and models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak RSS) and writes
-summary.md, the tables the README quotes, and plots/learning_curves.png, the SATNet stages'
-per-epoch test scores, from those files only. The folder is replaced whole,
-so it never mixes two runs.
+Copies params.yaml, dvc.lock, metrics/ (each stage's metrics, curves and bookkeeping), the PNG
+plots the stages write (the per-epoch curves in curves.png among them) and
+models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak
+RSS) and writes summary.md, the tables the README quotes, from those files only. The folder is
+replaced whole, so it never mixes two runs.
 """
 import argparse
-import json
 import os
 import platform
 import re
@@ -23,7 +22,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from satground.io import PipelineError, atomic_directory, json_text, save_figure  # noqa: E402
+from satground.io import PipelineError, atomic_directory, json_text, load_json  # noqa: E402
 
 PERMUTATION = "models/permutation.json"
 RESULT_COLUMNS = {  # results.csv column -> summary heading
@@ -32,15 +31,6 @@ RESULT_COLUMNS = {  # results.csv column -> summary heading
     "valid_grid_pct": "valid grid %", "cell_accuracy_pct": "per cell %",
     "visual_accuracy_pct": "visual %", "paper_board_pct": "paper board %",
 }
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PipelineError(f"{path}: missing (has `dvc repro` finished?)") from None
-    except json.JSONDecodeError as exc:
-        raise PipelineError(f"{path}: not valid JSON ({exc})") from None
 
 
 def time_figures(log: Path) -> dict:
@@ -70,45 +60,14 @@ def commit(root: Path) -> str:
     return out.stdout.strip() or "unknown"
 
 
-CURVES = {  # stage -> (prefix of its per-epoch test scores, legend)
-    "train": ("test_", "ours (train)"), "baseline_grounded": ("test_", "original, grounded"),
-    "baseline_ungrounded": ("test_", "original, ungrounded"),
-    "baseline_nonvisual": ("test_", "non-visual"), "ground": ("val_", "grounding phase (val)"),
-}
-
-
-def curves_figure(metrics: Path):
-    """Per-epoch blank-cell scores of the SATNet stages (dvclive files), on an epoch axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for stage, (prefix, label) in CURVES.items():
-        for ax, score in zip(axes, ("output_cell_accuracy", "output_board_accuracy")):
-            tsv = metrics / stage / "plots" / "metrics" / f"{prefix}{score}.tsv"
-            if not tsv.is_file():
-                continue
-            curve = pd.read_csv(tsv, sep="\t")
-            ax.plot(curve["step"] + 1, 100 * curve.iloc[:, 1], marker="o", ms=3, label=label)
-    for ax, title in zip(axes, ("blank cells right", "boards with every blank cell right")):
-        ax.set(title=f"test {title} (%)", xlabel="epoch")
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def stage_figures(root: Path) -> list[str]:
-    """The PNG plots the pipeline's stages declare in dvc.yaml (figures a run wrote: not the
+    """The PNG files the pipeline's stages write (dvc.yaml outs: figures of this run, not the
     ablation's or a benchmark's, which live in plots/ too)."""
     import yaml
 
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     declared = [next(iter(entry)) if isinstance(entry, dict) else entry
-                for stage in stages.values() for entry in stage.get("plots", [])]
+                for stage in stages.values() for entry in stage.get("outs", [])]
     return [path for path in declared if path.endswith(".png") and (root / path).is_file()]
 
 
@@ -121,12 +80,12 @@ def summary(root: Path, run: dict) -> str:
     metrics = root / "metrics"
     table = pd.read_csv(metrics / "results.csv")
     table = table[[c for c in RESULT_COLUMNS if c in table]].rename(columns=RESULT_COLUMNS)
-    evaluate = read_json(metrics / "evaluate.json")
-    cluster, distill = read_json(metrics / "cluster.json"), read_json(metrics / "distill.json")
-    ground = read_json(metrics / "ground.json")
-    prepare = read_json(metrics / "prepare.json")
+    def info(stage):
+        return load_json(metrics / stage / "info.json", f"{stage} record")
+
+    cluster, distill, ground, prepare = info("cluster"), info("distill"), info("ground"), info("prepare")
+    phase = info("evaluate")["grounding"]
     K = cluster["n_clusters"]
-    phase = evaluate["ground"]
     wall = run.get("wall_seconds")
     lines = [
         f"# Run record: profile `{run['profile']}`",
@@ -148,7 +107,7 @@ def summary(root: Path, run: dict) -> str:
         f"| clustering (`{cluster['method']}`), no labels | {pct(cluster['train_accuracy'])} % train / "
         f"{pct(cluster['test_accuracy'])} % test images |",
         f"| distilled LeNet | {pct(distill['test_accuracy'])} % test images |",
-        f"| grounding phase, output cells (chance {100 / K:.1f} %) | {pct(ground['val_output_cell_accuracy'])} % "
+        f"| grounding phase, blank cells (chance {100 / K:.1f} %) | {pct(ground['val_blank_cells'])} % "
         f"validation (best epoch {ground['best_epoch']} of {ground['epochs_run']}), "
         f"{pct(phase['phase_output_cell_accuracy'])} % test |",
         f"| cluster -> digit permutation | {'right' if phase['permutation_correct'] else 'WRONG'} "
@@ -188,7 +147,6 @@ def main(argv=None):
         (tmp / "plots").mkdir()
         for png in stage_figures(root):
             shutil.copy(root / png, tmp / "plots" / Path(png).name)
-        save_figure(curves_figure(root / "metrics"), tmp / "plots" / "learning_curves.png")
         (tmp / "run.json").write_text(json_text(run))
         (tmp / "summary.md").write_text(tables)
     print(f"results/{args.name}/ <- this run ({run['commit']}); tables in results/{args.name}/summary.md")

@@ -5,35 +5,21 @@ ungrounded boards as the paper does. Scored on the test boards against the full 
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
+from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes,
+                              stage_arguments)
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
-from satground.training import bce_loss, fit, open_live, predict, predicted_digits, solution_metrics
-
-
-def test_scores(model, test, solution, batch_size, device) -> dict:
-    digits = predicted_digits(predict(model, test, batch_size, device), test.n_digits)
-    return solution_metrics(digits, solution, test)
+from satground.tracking import StageReport, save_scores
+from satground.training import bce_loss, fit, solution_scores
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--view", choices=("grounded", "ungrounded"), required=True)
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--model-out", default=None, help="default models/baseline_{view}.pt")
-    parser.add_argument("--metrics-out", default=None, help="default metrics/baseline_{view}.json")
-    parser.add_argument("--live-dir", default=None, help="default metrics/baseline_{view}")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
-    model_out = args.model_out or f"models/baseline_{args.view}.pt"
-    metrics_out = args.metrics_out or f"metrics/baseline_{args.view}.json"
-    live_dir = args.live_dir or f"metrics/baseline_{args.view}"
+    args = stage_arguments(__doc__, ["prepared", "model-out", "metrics-out"], argv, extra=lambda p:
+                           p.add_argument("--view", choices=("grounded", "ungrounded"), required=True))
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -59,23 +45,26 @@ def main(argv=None):
         {"params": solver.parameters(), "lr": satnet_lr},
         {"params": model.classifier.parameters(), "lr": classifier_lr},
     ])
-    live = open_live(live_dir)
-    fit(model, train, test, optimizer, bce_loss(on_inputs=True), epochs, batch_size, device,
-        generator, live, desc=f"{args.view} SATNet")
-    metrics = {"no_proofreader": test_scores(model, test, solution, batch_size, device)}
+    report = StageReport(args.metrics_out)
+    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=True), epochs,
+                          batch_size, device, generator, report, desc=f"{args.view} SATNet")}
+    scores = {"no_proofreader": solution_scores(model, test, solution, batch_size, device)}
 
     if proofread_epochs > 0:
         ungrounded = load_boards(args.prepared, "train")
         optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=proofread_lr)
         model.to(device)
-        fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False), proofread_epochs,
-            batch_size, device, generator, live, desc=f"{args.view} proofread", prefix="proofread/")
-        metrics["proofreader"] = test_scores(model, test, solution, batch_size, device)
-    live.end()
+        last["proofread"] = fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False),
+                                proofread_epochs, batch_size, device, generator, report,
+                                desc=f"{args.view} proofread", prefix="proofread/")
+        scores["proofreader"] = solution_scores(model, test, solution, batch_size, device)
 
-    save_all({model_out: checkpoint(model.cpu()), metrics_out: metrics})
-    summary = ", ".join(f"{name}: boards {scores['board_accuracy']:.3f} cells "
-                        f"{scores['cell_accuracy']:.3f}" for name, scores in metrics.items())
+    save_all({args.model_out: checkpoint(model.cpu())})
+    save_scores(scores, args.metrics_out)
+    report.finish({f"{args.view}_boards": scores["no_proofreader"]["board_accuracy"]},
+                  info={"last_epoch": last})
+    summary = ", ".join(f"{name}: boards {values['board_accuracy']:.3f} cells "
+                        f"{values['cell_accuracy']:.3f}" for name, values in scores.items())
     print(f"baseline {args.view} visual SATNet: {summary}")
 
 

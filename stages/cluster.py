@@ -7,10 +7,9 @@ Trains only on the images shown in given cells of data/prepared/train.pt, never 
 The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
 clustering accuracy each epoch; without that file training runs identically, unreported.
 Writes models/cluster/final.pt, models/cluster/epoch_{e:03d}.pt every `checkpoint_every`
-epochs (epoch 0 = the untrained init, for the ablation), per-epoch dvclive metrics in
-metrics/cluster/, the summary metrics/cluster.json and plots/cluster_{samples,confusion}.png.
+epochs (epoch 0 = the untrained init, for the ablation), the test clustering accuracy as its
+metric (per-epoch curves for InfoGAN) and plots/cluster_{samples,confusion}.png.
 """
-import argparse
 import time
 from pathlib import Path
 
@@ -21,8 +20,10 @@ from satground import infogan
 from satground.clustering import (CLUSTERERS, InfoGANClusterer, cluster_members, cluster_report,
                                   format_accuracy, load_given_images, load_image_labels,
                                   peer_cannot_links, plot_confusion, plot_samples, save_clusterer)
-from satground.config import device_param, load_params, param, run_stage, seed_param, source
-from satground.io import PipelineError, atomic_directory, save_figure, save_json, seed_everything
+from satground.config import (device_param, load_params, param, run_stage, seed_param, source,
+                              stage_arguments)
+from satground.io import PipelineError, atomic_directory, save_figure, seed_everything
+from satground.tracking import StageReport
 
 
 def read_params(params: dict) -> dict:
@@ -45,41 +46,33 @@ def read_params(params: dict) -> dict:
 
 def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K, cannot_link):
     """The training-free methods: one fit, one checkpoint (final.pt), the same reports."""
-    from dvclive import Live
-
+    report = StageReport(args.metrics_out)
     seed_everything(p["seed"])
     start = time.perf_counter()
     clusterer = CLUSTERERS[p["method"]].fit(train_images, K, n_neighbors=p["n_neighbors"], seed=p["seed"],
                                              cannot_link=cannot_link, peer_weight=p["peer_weight"])
     seconds = time.perf_counter() - start
-    out = Path(args.out)
+    out = Path(args.model_out)
     with atomic_directory(out) as folder:  # no checkpoint of an earlier run survives beside it
         save_clusterer(clusterer, folder / "final.pt", epoch=0)
 
     train_clusters, test_clusters = clusterer.assign(train_images), clusterer.assign(test_images)
     train = cluster_report(train_clusters, train_labels, K)
     test = cluster_report(test_clusters, test_labels, K)
-    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
-    for name, value in (("train_accuracy", train["accuracy"]), ("test_accuracy", test["accuracy"]),
-                        ("seconds", seconds)):
-        if value is not None:
-            live.log_metric(name, value)
-    live.end()
     save_figure(plot_samples(cluster_members(train_clusters, train_images, K),
                              f"{p['method']} clusters: training images, one row per cluster"),
-                Path(args.plots) / "cluster_samples.png")
-    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"),
-                Path(args.plots) / "cluster_confusion.png")
+                args.samples_plot_out)
+    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"), args.confusion_plot_out)
     counts = clusterer.parameter_counts()
-    metrics = {
+    info = {
         "method": p["method"], "seed": p["seed"], "epochs": 0, "n_clusters": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "train_accuracy": train["accuracy"], "test_accuracy": test["accuracy"],
-        "train_largest_cluster": train["largest_cluster_fraction"], "seconds": seconds,
+        "train_largest_cluster": train["largest_cluster_fraction"],
         "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
         "device": "cpu",
     }
-    save_json(metrics, args.metrics)
+    report.finish({"cluster_acc": test["accuracy"]}, info, fit_seconds=round(seconds, 2))
 
     print(f"cluster: {p['method']} K={K} on {len(train_images)} given-cell images in {seconds:.1f} s, "
           f"clustering accuracy train {format_accuracy(train['accuracy'])} / test {format_accuracy(test['accuracy'])} "
@@ -87,26 +80,20 @@ def fit_manifold(p, args, train_images, test_images, train_labels, test_labels, 
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--data", default="data/prepared", help="folder of the prepared boards")
-    parser.add_argument("--out", default="models/cluster", help="folder for final.pt and epoch checkpoints")
-    parser.add_argument("--live", default="metrics/cluster", help="dvclive folder (per-epoch metrics)")
-    parser.add_argument("--metrics", default="metrics/cluster.json")
-    parser.add_argument("--plots", default="plots", help="folder for cluster_samples.png, cluster_confusion.png")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "model-out", "samples-plot-out", "confusion-plot-out",
+                                     "metrics-out"], argv)
 
     p = read_params(load_params(args.params))
     device = p["device"]
-    train_images, train_idx, train_boards = load_given_images(args.data, "train")
+    train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
-    test_images, test_idx, _ = load_given_images(args.data, "test", K)
+    test_images, test_idx, _ = load_given_images(args.prepared, "test", K)
     if len(train_images) < p["batch_size"]:
         raise PipelineError(f"{p['source']}: 'cluster.batch_size' = {p['batch_size']} exceeds the "
                             f"{len(train_images)} training images")
     # reporting only: None when the truth file is absent
-    train_labels = load_image_labels(args.data, "train", train_idx)
-    test_labels = load_image_labels(args.data, "test", test_idx)
+    train_labels = load_image_labels(args.prepared, "train", train_idx)
+    test_labels = load_image_labels(args.prepared, "test", test_idx)
     if p["method"] != "infogan":
         cannot_link = peer_cannot_links(train_boards, train_idx) if p["method"] == "peers" else None
         return fit_manifold(p, args, train_images, test_images, train_labels, test_labels, K, cannot_link)
@@ -118,10 +105,8 @@ def main(argv=None):
 
     # checkpoints go to a fresh folder that replaces models/cluster/ whole: no file of an
     # earlier run survives beside them
-    with atomic_directory(args.out) as out:
-        from dvclive import Live
-
-        live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+    report = StageReport(args.metrics_out)
+    with atomic_directory(args.model_out) as out:
         steps_per_epoch = len(train_images) // p["batch_size"]
         history = []
 
@@ -135,12 +120,9 @@ def main(argv=None):
                 row["train_accuracy"] = train["accuracy"]
             if test["accuracy"] is not None:
                 row["test_accuracy"] = test["accuracy"]
+            report.log_epoch(epoch, {k: v for k, v in row.items() if k != "epoch"})
             if seconds is not None:
                 row["seconds_per_epoch"] = seconds
-            for name, value in row.items():
-                if name != "epoch":
-                    live.log_metric(name, value)
-            live.next_step()
             if epoch % p["checkpoint_every"] == 0 or epoch == p["epochs"]:
                 save_clusterer(clusterer, out / f"epoch_{epoch:03d}.pt", epoch=epoch)
             history.append(row)
@@ -154,34 +136,32 @@ def main(argv=None):
                                              p["cont_weight"], progress=bar)
                 row = end_of_epoch(epoch, losses, time.perf_counter() - start)
                 bar.set_postfix({k: f"{v:.3f}" for k, v in row.items() if k.endswith("accuracy")})
-        live.end()
         save_clusterer(clusterer, out / "final.pt", epoch=p["epochs"])
 
     test_clusters = clusterer.assign(test_images)
     save_figure(plot_samples(infogan.sample_grid(model, 10, torch.Generator().manual_seed(0))),
-                Path(args.plots) / "cluster_samples.png")
-    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"),
-                Path(args.plots) / "cluster_confusion.png")
+                args.samples_plot_out)
+    save_figure(plot_confusion(test_clusters, test_labels, K, "test images"), args.confusion_plot_out)
 
     last = history[-1]
     timed = [row["seconds_per_epoch"] for row in history if "seconds_per_epoch" in row]
     counts = clusterer.parameter_counts()
-    metrics = {
+    info = {
         "method": p["method"], "seed": p["seed"], "epochs": p["epochs"], "n_clusters": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "train_accuracy": last.get("train_accuracy"), "test_accuracy": last.get("test_accuracy"),
         "train_largest_cluster": last["train_largest_cluster"],
-        "seconds_per_epoch": sum(timed) / len(timed) if timed else None,
         "loss_d": last.get("loss_d"), "loss_g": last.get("loss_g"),
         "loss_q_cat": last.get("loss_q_cat"), "loss_q_cont": last.get("loss_q_cont"),
         "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
         "device": str(device),
     }
-    save_json(metrics, args.metrics)
+    report.finish({"cluster_acc": info["test_accuracy"]}, info,
+                  seconds_per_epoch=round(sum(timed) / len(timed), 2) if timed else None)
 
     print(f"cluster: {p['method']} K={K}, {p['epochs']} epochs on {len(train_images)} given-cell images, "
-          f"clustering accuracy train {format_accuracy(metrics['train_accuracy'])} / test {format_accuracy(metrics['test_accuracy'])}"
-          f" -> {Path(args.out) / 'final.pt'}")
+          f"clustering accuracy train {format_accuracy(info['train_accuracy'])} / test {format_accuracy(info['test_accuracy'])}"
+          f" -> {Path(args.model_out) / 'final.pt'}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Stage `distill`: train LeNet on a clusterer's assignments of the training given-cell images.
 
-The teacher (models/cluster/final.pt, or any checkpoint via --clusterer, for the ablation)
-labels the training boards' given-cell images with its clusters; LeNet learns those cluster
+The teacher (final.pt of the clusterer folder, or the epoch checkpoint `distill.checkpoint`
+names, for the ablation) labels the training boards' given-cell images with its clusters; LeNet learns those cluster
 indices by cross-entropy. `distill.mislabel` > 0 moves that share of the training targets to a
 wrong cluster first (drawn with `distill.seed`): a controlled clustering error for the ablation. True digits ({split}_truth.pt, "image_labels") are read only to
 report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "n_classes"}),
-per-epoch dvclive metrics in metrics/distill/ and the summary metrics/distill.json.
+its test clustering accuracy as the metric, and per-epoch curves.
 """
-import argparse
 import time
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -16,8 +16,10 @@ from tqdm import tqdm
 from satground import lenet
 from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
                                   load_image_labels, mislabel)
-from satground.config import device_param, load_params, param, run_stage, seed_param, source
-from satground.io import PipelineError, save_json, seed_everything
+from satground.config import (device_param, load_params, param, run_stage, seed_param, source,
+                              stage_arguments)
+from satground.io import PipelineError, seed_everything
+from satground.tracking import StageReport
 
 
 def read_params(params: dict) -> dict:
@@ -43,39 +45,31 @@ def read_params(params: dict) -> dict:
     }
 
 
-def checkpoint_path(checkpoint, where: str) -> str:
+def checkpoint_path(folder, checkpoint, where: str) -> Path:
+    """The clusterer file of `folder` that `distill.checkpoint` names."""
     if checkpoint == "final":
-        return "models/cluster/final.pt"
+        return Path(folder) / "final.pt"
     if isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint >= 0:
-        return f"models/cluster/epoch_{checkpoint:03d}.pt"
+        return Path(folder) / f"epoch_{checkpoint:03d}.pt"
     raise PipelineError(f"{where}: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
                         f"got {checkpoint!r}")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--data", default="data/prepared", help="folder of the prepared boards")
-    parser.add_argument("--clusterer", default=None,
-                        help="teacher checkpoint (default: models/cluster/ + distill.checkpoint)")
-    parser.add_argument("--out", default="models/lenet.pt")
-    parser.add_argument("--live", default="metrics/distill", help="dvclive folder (per-epoch metrics)")
-    parser.add_argument("--metrics", default="metrics/distill.json")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "clusterer", "model-out", "metrics-out"], argv)
 
     p = read_params(load_params(args.params))
     device = p["device"]
-    if args.clusterer is None:
-        args.clusterer = checkpoint_path(p["checkpoint"], p["source"])
-    teacher = load_clusterer(args.clusterer)
-    train_images, train_idx, train_boards = load_given_images(args.data, "train")
+    teacher_path = checkpoint_path(args.clusterer, p["checkpoint"], p["source"])
+    teacher = load_clusterer(teacher_path)
+    train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
-    test_images, test_idx, _ = load_given_images(args.data, "test", K)
+    test_images, test_idx, _ = load_given_images(args.prepared, "test", K)
     if teacher.n_clusters != K:
-        raise PipelineError(f"{args.clusterer}: clusterer has {teacher.n_clusters} clusters but the "
-                            f"boards in {args.data} have {K} digits")
-    train_labels = load_image_labels(args.data, "train", train_idx)  # reporting only
-    test_labels = load_image_labels(args.data, "test", test_idx)
+        raise PipelineError(f"{teacher_path}: clusterer has {teacher.n_clusters} clusters but the "
+                            f"boards in {args.prepared} have {K} digits")
+    train_labels = load_image_labels(args.prepared, "train", train_idx)  # reporting only
+    test_labels = load_image_labels(args.prepared, "test", test_idx)
 
     teacher_train = teacher.assign(train_images)
     targets = mislabel(teacher_train, p["mislabel"], K, p["seed"]) if p["mislabel"] else teacher_train
@@ -85,9 +79,7 @@ def main(argv=None):
     model = lenet.LeNet(K).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"])
 
-    from dvclive import Live
-
-    live = Live(dir=args.live, dvcyaml=None, save_dvc_exp=False, report=None)
+    report = StageReport(args.metrics_out)
     seconds = []
     for epoch in tqdm(range(1, p["epochs"] + 1), desc="distill", unit="epoch"):
         start = time.perf_counter()
@@ -95,21 +87,16 @@ def main(argv=None):
                                  p["augmentation"])
         seconds.append(time.perf_counter() - start)
         test_pred = lenet.predict(model, test_images)
-        live.log_metric("loss", loss)
-        live.log_metric("test_agreement", (test_pred == teacher_test).float().mean().item())
-        test = cluster_report(test_pred, test_labels, K)
-        if test["accuracy"] is not None:
-            live.log_metric("test_accuracy", test["accuracy"])
-        live.log_metric("seconds_per_epoch", seconds[-1])
-        live.next_step()
-    live.end()
-    lenet.save_lenet(model.cpu(), args.out)
+        report.log_epoch(epoch, {"loss": loss,
+                                 "test_agreement": (test_pred == teacher_test).float().mean().item(),
+                                 "test_accuracy": cluster_report(test_pred, test_labels, K)["accuracy"]})
+    lenet.save_lenet(model.cpu(), args.model_out)
 
     train_pred = lenet.predict(model, train_images)
     test_pred = lenet.predict(model, test_images)
     teacher_counts = teacher.parameter_counts()
-    metrics = {
-        "teacher": args.clusterer, "mislabel": p["mislabel"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
+    info = {
+        "teacher": str(teacher_path), "mislabel": p["mislabel"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),
@@ -121,15 +108,15 @@ def main(argv=None):
         "lenet_parameters": lenet.count_parameters(model),
         "teacher_parameters": teacher_counts.get("total"),
         "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),
-        "seconds_per_epoch": sum(seconds) / len(seconds),
         "device": str(device),
     }
-    save_json(metrics, args.metrics)
+    report.finish({"lenet_acc": info["test_accuracy"]}, info,
+                  seconds_per_epoch=round(sum(seconds) / len(seconds), 3))
 
-    print(f"distill: LeNet ({metrics['lenet_parameters']:,} parameters) from {args.clusterer}: "
-          f"test clustering accuracy {format_accuracy(metrics['test_accuracy'])} (teacher "
-          f"{format_accuracy(metrics['teacher_test_accuracy'])}), agreement with teacher "
-          f"{metrics['test_agreement']:.3f} -> {args.out}")
+    print(f"distill: LeNet ({info['lenet_parameters']:,} parameters) from {teacher_path}: "
+          f"test clustering accuracy {format_accuracy(info['test_accuracy'])} (teacher "
+          f"{format_accuracy(info['teacher_test_accuracy'])}), agreement with teacher "
+          f"{info['test_agreement']:.3f} -> {args.model_out}")
 
 
 if __name__ == "__main__":

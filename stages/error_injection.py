@@ -8,18 +8,18 @@ often every output cell still matches the original solution.
 """
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage
+from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import Boards, load_boards
-from satground.io import atomic_write, save_json, save_text, seed_everything
+from satground.io import atomic_outputs, seed_everything
 from satground.models import load_solver
+from satground.metrics import output_metrics
 from satground.sudoku import count_solutions_many
-from satground.training import output_metrics, predict, predicted_digits, subset
+from satground.tracking import StageReport
+from satground.training import predict, predicted_digits, subset
 
 
 def inject_errors(boards: Boards, n_errors: int, rng: np.random.Generator) -> Boards:
@@ -46,9 +46,8 @@ def scores_by_solvability(model, boards: Boards, batch_size: int, device) -> dic
         entry = {"n_boards": int(len(idx))}
         if len(idx):
             scores = output_metrics(digits[idx], subset(boards, idx))
-            entry.update(board_accuracy=scores["valid_grid_rate"],
-                         output_board_accuracy=scores["output_board_accuracy"],
-                         output_cell_accuracy=scores["output_cell_accuracy"])
+            entry.update(board_accuracy=scores["valid_grids"], blank_boards=scores["blank_boards"],
+                         blank_cells=scores["blank_cells"])
         result[name] = entry
     return result
 
@@ -67,15 +66,8 @@ def table(results: dict) -> pd.DataFrame:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--model", default="models/nonvisual.pt")
-    parser.add_argument("--proofread-model", default="models/nonvisual_proofread.pt")
-    parser.add_argument("--metrics-out", default="metrics/error_injection.json")
-    parser.add_argument("--table-out", default="metrics/error_injection.md")
-    parser.add_argument("--csv-out", default="metrics/error_injection.csv")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "model", "proofread-model", "table-out", "csv-out",
+                                     "metrics-out"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -86,19 +78,19 @@ def main(argv=None):
     test = load_boards(args.prepared, "test", view="grounded")
     models = {"no_proofreader": load_solver(args.model, boards=test, kind="symbolic").to(device),
               "proofreader": load_solver(args.proofread_model, boards=test, kind="symbolic").to(device)}
+    report = StageReport(args.metrics_out)
     corrupted = {n: inject_errors(test, n, np.random.default_rng([seed, n])) if n else test
                  for n in range(max_errors + 1)}
     results = {name: {str(n): scores_by_solvability(model, boards, batch_size, device)
                       for n, boards in corrupted.items()}
                for name, model in models.items()}
 
-    save_json(results, args.metrics_out)
     frame = table(results)
-    save_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n",
-              args.table_out)
-    with atomic_write(args.csv_out) as tmp:
-        frame.to_csv(tmp, index=False)
+    with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
+        table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
+        frame.to_csv(csv_tmp, index=False)
     one = results["no_proofreader"]["1"]["solvable"].get("board_accuracy")
+    report.finish({"one_error_solved": one}, info=results)
     print(f"error injection: {len(test)} test boards x {max_errors} error counts; one error, "
           f"solvable: {'n/a' if one is None else f'{100 * one:.1f} %'} boards solved")
 

@@ -9,21 +9,18 @@ the classifier's clusters to the true digits of the test images.
 """
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage
+from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
-from satground.io import PipelineError, atomic_outputs, json_text, seed_everything
+from satground.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
-from satground.metrics import best_matching, clustering_accuracy
+from satground.metrics import best_matching, clustering_accuracy, solution_metrics
 from satground.models import load_solver
-from satground.training import predict, predicted_digits, solution_metrics
+from satground.tracking import StageReport, load_scores, save_scores
+from satground.training import predict, predicted_digits
 
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
 PAPER = {
@@ -35,20 +32,6 @@ PAPER = {
     ("Original non-visual", "symbols", "no"): (96.6, 99.9, None),
     ("Original non-visual", "symbols", "yes"): (97.1, 99.9, None),
 }
-
-
-def read_json(path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise PipelineError(f"{path}: metrics not found (run the stage that produces it)")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise PipelineError(f"{path}: not valid JSON ({exc})") from None
-
-
-# the scores a baseline's metrics must hold for the results table
-BASELINE_SCORES = {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"}
 
 
 def results_table(rows: dict) -> pd.DataFrame:
@@ -72,21 +55,12 @@ def results_table(rows: dict) -> pd.DataFrame:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--ground", default="models/ground.pt")
-    parser.add_argument("--permutation", default="models/permutation.json")
-    parser.add_argument("--solver", default="models/solver.pt")
-    parser.add_argument("--solver-proofread", default="models/solver_proofread.pt")
-    parser.add_argument("--baseline-grounded", default="metrics/baseline_grounded.json")
-    parser.add_argument("--baseline-ungrounded", default="metrics/baseline_ungrounded.json")
-    parser.add_argument("--baseline-nonvisual", default="metrics/baseline_nonvisual.json")
-    parser.add_argument("--skip-baselines", action="store_true", help="table without baseline rows")
-    parser.add_argument("--metrics-out", default="metrics/evaluate.json")
-    parser.add_argument("--table-out", default="metrics/results.md")
-    parser.add_argument("--csv-out", default="metrics/results.csv")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = stage_arguments(
+        __doc__, ["prepared", "ground", "permutation", "solver", "solver-proofread",
+                  "baseline-grounded", "baseline-ungrounded", "baseline-nonvisual",  # their metrics folders
+                  "table-out", "csv-out", "metrics-out"], argv,
+        extra=lambda p: p.add_argument("--skip-baselines", action="store_true",
+                                       help="table without the baselines' rows"))
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -107,12 +81,8 @@ def main(argv=None):
     if not args.skip_baselines:
         for name, path in (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded),
                            ("symbols", args.baseline_nonvisual)):
-            baselines[name] = read_json(path)
-            for key, value in baselines[name].items():
-                if key not in ("no_proofreader", "proofreader") or not isinstance(value, dict) or \
-                        not BASELINE_SCORES <= value.keys():
-                    raise PipelineError(f"{path}: expected entries no_proofreader/proofreader with "
-                                        f"{sorted(BASELINE_SCORES)}, got {key!r} (rerun its stage)")
+            baselines[name] = load_scores(path)
+    report = StageReport(args.metrics_out)
 
     def scores(model, perm=None, output_perm=None):
         """Exact-match scores; perm / output_perm relabel given / output cells from clusters."""
@@ -153,11 +123,16 @@ def main(argv=None):
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     frame = results_table(rows)
-    with atomic_outputs([args.metrics_out, args.table_out, args.csv_out]) as (metrics_tmp, table_tmp, csv_tmp):
-        metrics_tmp.write_text(json_text({"ours": ours, "ground": grounding}))
+    with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
         table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
         frame.to_csv(csv_tmp, index=False)
+    save_scores(ours, args.metrics_out)
     plain, proofread = ours["no_proofreader"], ours["proofreader"]
+    report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
+                   "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
+                   "visual": plain["visual_accuracy"], "boards_pr": proofread["board_accuracy"],
+                   "perm_right": grounding["permutation_correct"]},
+                  info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
           f"{100 * proofread['board_accuracy']:.1f} % with proofreader; permutation "

@@ -17,12 +17,12 @@ the identity, changing nothing, when SATNet numbers outputs like inputs.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, satnet_sizes, source
+from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes, source,
+                              stage_arguments)
 from satground.data import load_boards
 from satground.grounding import (ASSIGNMENTS, PERMUTATION_SOURCES, PermutationAccumulator,
                                  align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
@@ -30,10 +30,11 @@ from satground.grounding import (ASSIGNMENTS, PERMUTATION_SOURCES, PermutationAc
 from satground.io import PipelineError, save_all, save_figure, seed_everything
 from satground.lenet import load_lenet
 from satground.lenet import predict as classify
-from satground.losses import APPROXMAX
+from satground.losses import APPROXMAX, grounding_loss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
-from satground.training import (freeze, grounding_epoch_metrics, grounding_loss, open_live,
-                                predict, predicted_digits, split_boards, train_epoch)
+from satground.tracking import StageReport
+from satground.training import (freeze, grounding_epoch_metrics, predict, predicted_digits,
+                                split_boards, train_epoch)
 
 
 def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
@@ -59,16 +60,8 @@ def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--classifier", default="models/lenet.pt")
-    parser.add_argument("--model-out", default="models/ground.pt")
-    parser.add_argument("--permutation-out", default="models/permutation.json")
-    parser.add_argument("--plot-out", default="plots/permutation.png")
-    parser.add_argument("--metrics-out", default="metrics/ground.json")
-    parser.add_argument("--live-dir", default="metrics/ground")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "classifier", "model-out", "permutation-out",
+                                     "plot-out", "metrics-out"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -103,7 +96,7 @@ def main(argv=None):
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=lr)
 
-    live = open_live(args.live_dir)
+    report = StageReport(args.metrics_out)
     best = None
     waited = 0
     for epoch in range(1, epochs + 1):
@@ -115,13 +108,11 @@ def main(argv=None):
         # early stopping reads predictions through the current hard permutation
         perm = argmax if assignment == "argmax" else hard_permutation(P, "hungarian")
         scores = grounding_epoch_metrics(model, val, perm, batch_size, device)
-        for name, value in {"train_loss": loss, **{f"val_{k}": v for k, v in scores.items()},
-                            "argmax_is_permutation": float(is_permutation(argmax))}.items():
-            live.log_metric(name, value)
-        live.next_step()
-        print(f"ground {epoch}/{epochs}: L_SG {loss:.4f}, val output-cell accuracy "
-              f"{scores['output_cell_accuracy']:.3f}, argmax {argmax.tolist()}")
-        if best is None or scores["output_cell_accuracy"] > best["scores"]["output_cell_accuracy"]:
+        report.log_epoch(epoch, {"loss": loss, **{f"val_{k}": v for k, v in scores.items()},
+                                 "argmax_is_permutation": is_permutation(argmax)})
+        print(f"ground {epoch}/{epochs}: L_SG {loss:.4f}, val blank cells "
+              f"{scores['blank_cells']:.3f}, argmax {argmax.tolist()}")
+        if best is None or scores["blank_cells"] > best["scores"]["blank_cells"]:
             best = {"epoch": epoch, "scores": scores, "P": P, "loss": loss,
                     "state": copy.deepcopy(solver.state_dict())}
             waited = 0
@@ -129,7 +120,6 @@ def main(argv=None):
             waited += 1
             if waited >= patience:
                 break
-    live.end()
 
     solver.load_state_dict(best["state"])
     P = best["P"]
@@ -160,11 +150,9 @@ def main(argv=None):
                                      output_to_input=rho.tolist(), aligned_to_inputs=align_inputs,
                                      peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
     save_figure(plot_permutation(P, output_perm), args.plot_out)
-    metrics = {
-        "val_output_cell_accuracy": best["scores"]["output_cell_accuracy"],
-        "val_valid_grid_rate": best["scores"]["valid_grid_rate"],
-        "val_given_conflict_rate": best["scores"]["given_conflict_rate"],
-        "train_loss": best["loss"],
+    info = {
+        **{f"val_{k}": v for k, v in best["scores"].items()},
+        "loss": best["loss"],
         "best_epoch": best["epoch"],
         "epochs_run": epoch,
         "argmax_is_permutation": argmax_ok,
@@ -172,10 +160,10 @@ def main(argv=None):
         "outputs_numbered_like_inputs": bool(torch.equal(rho, torch.arange(K))),
         "loss_agrees_with_peers": bool(torch.equal(from_loss, from_peers)),
     }
-    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation,
-              args.metrics_out: metrics})
-    print(f"ground: best epoch {best['epoch']}/{epoch}, val output-cell accuracy "
-          f"{metrics['val_output_cell_accuracy']:.3f}, cluster->digit {chosen.tolist()} from "
+    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation})
+    report.finish({"ground_cells": info["val_blank_cells"]}, info)
+    print(f"ground: best epoch {best['epoch']}/{epoch}, val blank cells "
+          f"{info['val_blank_cells']:.3f}, cluster->digit {chosen.tolist()} from "
           f"{permutation_source} (loss: {from_loss.tolist()} by {used}"
           f"{', aligned to inputs' if align_inputs else ''}; peers: {from_peers.tolist()})")
 

@@ -3,19 +3,19 @@
 Puzzles come from the generator (unique solutions, seeded), the published SATNet files or a
 CSV of puzzle/solution strings. Digit images come from the split's own pool: train and test
 boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.data),
-metrics/prepare.json and plots/boards.png.
+the mean number of givens as its metric, the data's statistics and plots/boards.png.
 """
-import argparse
 import time
 
 import numpy as np
 from tqdm import tqdm
 
 from satground import sudoku
-from satground.config import load_params, param, run_stage, seed_param, source
+from satground.config import load_params, param, run_stage, seed_param, source, stage_arguments
 from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
                             plot_boards, save_prepared, split_files, split_image_pools)
-from satground.io import PipelineError, save_figure, save_json
+from satground.io import PipelineError, save_figure
+from satground.tracking import StageReport
 from satground.mnist import SOURCES, load_digits
 
 
@@ -92,12 +92,7 @@ def givens_summary(puzzles: np.ndarray) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", default="data/prepared", help="folder for the board files")
-    parser.add_argument("--metrics", default="metrics/prepare.json")
-    parser.add_argument("--plot", default="plots/boards.png")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["data-out", "plot-out", "metrics-out"], argv)
 
     p = read_params(load_params(args.params))
     seeds = [int(s) for s in np.random.SeedSequence(p["seed"]).generate_state(4)]  # puzzles, pools, train, test
@@ -139,8 +134,10 @@ def main(argv=None):
     train_bytes = {bytes(im) for im in boards["train"].images.numpy()}
     overlap = sum(bytes(im) in train_bytes for im in boards["test"].images.numpy())
 
-    save_prepared(args.out, files)
-    metrics = {
+    report = StageReport(args.metrics_out)
+    save_prepared(args.data_out, files)
+    timing = {key: info.pop(key) for key in ("compile_seconds", "generation_seconds") if key in info}
+    statistics = {
         "board_size": p["board_size"], "seed": p["seed"], "puzzle_source": p["puzzle_source"],
         "image_source": image_source, "n_train": n_train, "n_test": n_test,
         "givens": {split: givens_summary(puzzles[slice(*split_rows[split])]) for split in SPLITS},
@@ -148,18 +145,16 @@ def main(argv=None):
         "given_images_used": {split: int(given_image_indices(boards[split]).numel()) for split in SPLITS},
         "pool_overlap_images": overlap, **info,
     }
-    if "generation_seconds" in info:
-        metrics["puzzles_per_second"] = round(len(puzzles) / max(info["generation_seconds"], 1e-9), 1)
-    save_json(metrics, args.metrics)
-    save_figure(plot_boards(boards["train"], n_boards=4), args.plot)
+    save_figure(plot_boards(boards["train"], n_boards=4), args.plot_out)
+    report.finish({"givens": statistics["givens"]["train"]["mean"]}, statistics, **timing)
 
     K = p["board_size"] ** 2
-    timing = (f", {len(puzzles)} puzzles generated in {info['generation_seconds']:.2f} s"
-              if "generation_seconds" in info else "")
-    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({p['puzzle_source']}{timing}), "
-          f"{metrics['givens']['train']['mean']:.1f} givens on average, image pools "
-          f"{metrics['image_pool_size']['train']}/{metrics['image_pool_size']['test']} ({image_source}) "
-          f"-> {args.out}")
+    generated = (f", {len(puzzles)} puzzles generated in {timing['generation_seconds']:.2f} s"
+                 if "generation_seconds" in timing else "")
+    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({p['puzzle_source']}{generated}), "
+          f"{statistics['givens']['train']['mean']:.1f} givens on average, image pools "
+          f"{statistics['image_pool_size']['train']}/{statistics['image_pool_size']['test']} ({image_source}) "
+          f"-> {args.data_out}")
 
 
 if __name__ == "__main__":

@@ -4,26 +4,18 @@ ungrounded training boards.
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage
+from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
-from satground.training import bce_loss, fit, open_live
+from satground.tracking import StageReport
+from satground.training import bce_loss, fit
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--model", default="models/solver.pt")
-    parser.add_argument("--model-out", default="models/solver_proofread.pt")
-    parser.add_argument("--metrics-out", default="metrics/proofread.json")
-    parser.add_argument("--live-dir", default="metrics/proofread")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -39,14 +31,13 @@ def main(argv=None):
     model.to(device)
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=lr)
 
-    live = open_live(args.live_dir)
+    report = StageReport(args.metrics_out)
     last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
-               device, generator, live, desc="proofread")
-    live.end()
-
-    save_all({args.model_out: checkpoint(model.cpu()), args.metrics_out: last})
-    print(f"proofread: {epochs} epochs, loss {last['train_loss']:.4f}, test output-cell accuracy "
-          f"{last['test_output_cell_accuracy']:.3f}, valid grids {last['test_valid_grid_rate']:.3f}")
+               device, generator, report, desc="proofread")
+    save_all({args.model_out: checkpoint(model.cpu())})
+    report.finish({"proofread_loss": last["loss"]}, info=last)
+    print(f"proofread: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "
+          f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
 
 
 if __name__ == "__main__":

@@ -8,30 +8,22 @@ Test scores per epoch use output cells only; exact-match board accuracy is the e
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, satnet_sizes
+from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes,
+                              stage_arguments)
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.io import PipelineError, save_all, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.training import bce_loss, fit, open_live
+from satground.tracking import StageReport
+from satground.training import bce_loss, fit
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--classifier", default="models/lenet.pt")
-    parser.add_argument("--ground", default="models/ground.pt")
-    parser.add_argument("--permutation", default="models/permutation.json")
-    parser.add_argument("--model-out", default="models/solver.pt")
-    parser.add_argument("--metrics-out", default="metrics/train.json")
-    parser.add_argument("--live-dir", default="metrics/train")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = stage_arguments(__doc__, ["prepared", "classifier", "ground", "permutation",
+                                     "model-out", "metrics-out"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -75,15 +67,13 @@ def main(argv=None):
         {"params": classifier.parameters(), "lr": classifier_lr},
     ])
 
-    live = open_live(args.live_dir)
+    report = StageReport(args.metrics_out)
     last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
-               device, generator, live, desc="train")
-    live.end()
-
-    save_all({args.model_out: checkpoint(model.cpu()),
-              args.metrics_out: {**last, "satnet_from_ground": from_ground}})
-    print(f"train: {epochs} epochs, loss {last['train_loss']:.4f}, test output-cell accuracy "
-          f"{last['test_output_cell_accuracy']:.3f}, valid grids {last['test_valid_grid_rate']:.3f}")
+               device, generator, report, desc="train")
+    save_all({args.model_out: checkpoint(model.cpu())})
+    report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
+    print(f"train: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "
+          f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The Figure 5 report reads the right numbers out of `dvc exp show --json`, and only the
+"""The Figure 5 report reads the right numbers out of dvc.api.exp_show's rows, and only the
 sweep's own experiments."""
 import importlib.util
 from pathlib import Path
@@ -8,22 +8,23 @@ spec = importlib.util.spec_from_file_location("ablation_report", REPO / "scripts
 report = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(report)
 
-DATA = {"board_size": 2, "n_train": 2000}
+KEYS = ["data.board_size", "data.n_train", "cluster.method", "cluster.seed", "distill.checkpoint",
+        "distill.mislabel", "train.epochs"]
 
 
-def run(name, clustering, board, grounding=0.25, checkpoint="final", mislabel=0.0,
-        method="umap", data=DATA, epochs=8):
-    metrics = {
-        "metrics/distill.json": {"data": {"test_accuracy": clustering, "teacher_test_accuracy": 0.97}},
-        "metrics/evaluate.json": {"data": {
-            "ground": {"phase_output_cell_accuracy": grounding, "permutation_correct": board > 0},
-            "ours": {"no_proofreader": {"board_accuracy": board},
-                     "proofreader": {"board_accuracy": board}}}},
-    }
-    params = {"data": data, "cluster": {"method": method, "seed": 0},
-              "distill": {"checkpoint": checkpoint, "mislabel": mislabel}, "train": {"epochs": epochs}}
-    return {"rev": name[:7], "name": name,
-            "data": {"params": {"params.yaml": {"data": params}}, "metrics": metrics}}
+def run(name, clustering, board, grounding=0.25, checkpoint="final", mislabel=0.0, method="umap",
+        n_train=2000, epochs=8, typ="branch_commit", state="Success"):
+    """One row as dvc.api.exp_show gives it: flat, metrics and params by name."""
+    return {"Experiment": name, "rev": (name or "")[:7], "typ": typ, "State": state,
+            "lenet_acc": clustering, "cluster_acc": 0.97, "ground_cells": grounding,
+            "perm_right": bool(board), "boards": board, "boards_pr": board,
+            "data.board_size": 2, "data.n_train": n_train, "cluster.method": method,
+            "cluster.seed": 0, "distill.checkpoint": checkpoint, "distill.mislabel": mislabel,
+            "train.epochs": epochs}
+
+
+def workspace(clustering=0.97, board=0.85):
+    return dict(run(None, clustering, board, typ="baseline", state=None), rev="workspace")
 
 
 def names(rows):
@@ -31,18 +32,20 @@ def names(rows):
 
 
 def test_mislabel_sweep_keeps_its_finished_experiments_and_the_workspace():
-    show = [dict(run("workspace", 0.97, 0.85), experiments=[
-        {"revs": [run("mis-10", 0.88, 0.60, mislabel=0.1)]},
-        {"revs": [run("mis-20", 0.79, 0.0, mislabel=0.2)]},
-        {"revs": [{"rev": "queued", "name": "mis-30", "data": {"params": {}, "metrics": {}}}]},
+    show = [
+        workspace(),
+        dict(run(None, 0.97, 0.85, typ="baseline", state=None), rev="abc1234"),  # HEAD's row
+        run("mis-10", 0.88, 0.60, mislabel=0.1),
+        run("mis-20", 0.79, 0.0, mislabel=0.2),
+        run("mis-30", 0.0, 0.0, mislabel=0.3, state="Queued") | {"lenet_acc": None, "boards": None},
         # running: its folder still holds the baseline's metrics, which must not be read
-        {"executor": {"state": "running"}, "revs": [run("mis-40", 0.70, 0.85, mislabel=0.4)]},
+        run("mis-40", 0.70, 0.85, mislabel=0.4, state="Running"),
         # other experiments: another profile's data, another training setting, another sweep
-        {"revs": [run("smoke", 0.92, 0.0, data={"board_size": 2, "n_train": 200})]},
-        {"revs": [run("longer", 0.97, 0.90, epochs=40)]},
-        {"revs": [run("ckpt-4", 0.50, 0.0, checkpoint=4, method="infogan")]},
-    ])]
-    rows = report.rows(show, "mislabel")
+        run("smoke", 0.92, 0.0, n_train=200),
+        run("longer", 0.97, 0.90, epochs=40),
+        run("ckpt-4", 0.50, 0.0, checkpoint=4, method="infogan"),
+    ]
+    rows = report.rows(show, "mislabel", KEYS)
     assert names(rows) == ["workspace", "mis-10", "mis-20"]
     assert rows[1]["clustering_accuracy"] == 0.88 and rows[1]["board_accuracy"] == 0.60
     assert rows[1]["mislabel"] == 0.1 and rows[1]["teacher_accuracy"] == 0.97
@@ -50,13 +53,19 @@ def test_mislabel_sweep_keeps_its_finished_experiments_and_the_workspace():
 
 
 def test_checkpoint_sweep_keeps_only_checkpoint_runs_on_the_same_data():
-    show = [dict(run("workspace", 0.97, 0.85), experiments=[
-        {"revs": [run("ckpt-0", 0.30, 0.0, checkpoint=0, method="infogan")]},
-        {"revs": [run("ckpt-4", 0.91, 0.80, checkpoint=4, method="infogan")]},
-        {"revs": [run("mis-10", 0.88, 0.60, mislabel=0.1)]},
-        {"revs": [run("smoke-ckpt", 0.5, 0.0, checkpoint=2, method="infogan",
-                      data={"board_size": 2, "n_train": 200})]},
-    ])]
-    rows = report.rows(show, "checkpoint")
+    show = [
+        workspace(),
+        run("ckpt-0", 0.30, 0.0, checkpoint=0, method="infogan"),
+        run("ckpt-4", 0.91, 0.80, checkpoint=4, method="infogan"),
+        run("mis-10", 0.88, 0.60, mislabel=0.1),
+        run("smoke-ckpt", 0.5, 0.0, checkpoint=2, method="infogan", n_train=200),
+    ]
+    rows = report.rows(show, "checkpoint", KEYS)
     assert names(rows) == ["ckpt-0", "ckpt-4"]
     assert [r["checkpoint"] for r in rows] == [0, 4]
+
+
+def test_a_metric_shared_by_two_files_is_read_under_its_file_name():
+    row = {"metrics/a/metrics.json:boards": 0.5, "lenet_acc": 0.9}
+    assert report.column(row, "boards") == 0.5 and report.column(row, "lenet_acc") == 0.9
+    assert report.column(row, "missing") is None

@@ -75,7 +75,7 @@ def make_prepared(root: Path) -> Path:
 def write_params(path: Path, **sections) -> Path:
     import yaml
 
-    params = {"device": "cpu",
+    params = {
               "cluster": {"method": "infogan", "epochs": 2, "batch_size": 16, "lr_d": 2e-4, "lr_g": 1e-3,
                           "noise_dim": 62, "n_cont": 2, "cont_weight": 0.1, "checkpoint_every": 1,
                           "seed": 0},
@@ -91,9 +91,10 @@ def run_cluster(tmp_path: Path, data: Path, name: str = "run", **overrides) -> P
 
     out = tmp_path / name
     params = write_params(tmp_path / f"{name}.yaml", cluster=overrides)
-    cluster.main(["--params", str(params), "--data", str(data), "--out", str(out / "models"),
-                  "--live", str(out / "live"), "--metrics", str(out / "cluster.json"),
-                  "--plots", str(out / "plots")])
+    cluster.main(["--params", str(params), "--prepared", str(data), "--model-out", str(out / "models"),
+                  "--samples-plot-out", str(out / "plots" / "cluster_samples.png"),
+                  "--confusion-plot-out", str(out / "plots" / "cluster_confusion.png"),
+                  "--metrics-out", str(out / "live")])
     return out
 
 
@@ -193,7 +194,7 @@ def test_load_clusterer_errors_name_the_file(tmp_path):
 
 
 CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_test_images", "train_accuracy",
-                "test_accuracy", "train_largest_cluster", "seconds_per_epoch", "loss_d", "loss_g", "loss_q_cat",
+                "test_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
                 "loss_q_cont", "parameters", "parameters_classifier_path", "device"}
 
 
@@ -265,7 +266,7 @@ def stage_runs(tmp_path_factory):
 
 def test_cluster_stage_writes_its_artifacts(stage_runs):
     out = stage_runs["with"]
-    metrics = json.loads((out / "cluster.json").read_text())
+    metrics = json.loads((out / "live" / "info.json").read_text())
     assert set(metrics) == CLUSTER_KEYS
     assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24 and metrics["n_clusters"] == 4
     assert 0.25 <= metrics["train_accuracy"] <= 1 and 0.25 <= metrics["test_accuracy"] <= 1
@@ -278,7 +279,10 @@ def test_cluster_stage_writes_its_artifacts(stage_runs):
     tsv = (out / "live" / "plots" / "metrics" / "test_accuracy.tsv").read_text().splitlines()
     assert tsv[0].split("\t") == ["step", "test_accuracy"] and len(tsv) == 1 + 4  # epochs 0..3
     assert (out / "live" / "plots" / "metrics" / "loss_q_cat.tsv").is_file()
-    assert json.loads((out / "live" / "metrics.json").read_text())["step"] == 3
+    # the metrics file holds the headline value only (no curve's last point, no step)
+    assert json.loads((out / "live" / "metrics.json").read_text()) == {
+        "cluster_acc": round(metrics["test_accuracy"], 4)}
+    assert json.loads((out / "live" / "timing.json").read_text())["seconds_per_epoch"] > 0
 
 
 def test_cluster_stage_never_reads_input_labels(stage_runs):
@@ -292,10 +296,11 @@ def test_cluster_stage_trains_identically_without_truth(stage_runs):
         a = torch.load(with_truth / "models" / name, weights_only=False)["state_dict"]
         b = torch.load(without / "models" / name, weights_only=False)["state_dict"]
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    metrics = json.loads((without / "cluster.json").read_text())
+    metrics = json.loads((without / "live" / "info.json").read_text())
     assert set(metrics) == CLUSTER_KEYS
     assert metrics["train_accuracy"] is None and metrics["test_accuracy"] is None
     assert not (without / "live" / "plots" / "metrics" / "test_accuracy.tsv").exists()
+    assert json.loads((without / "live" / "metrics.json").read_text()) == {}
     assert (without / "plots" / "cluster_confusion.png").is_file()
 
 

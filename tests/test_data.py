@@ -50,8 +50,9 @@ def run_prepare(folder: Path, **data) -> Path:
         node[leaf] = value
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(params))
-    prepare.main(["--params", str(folder / "params.yaml"), "--out", str(folder / "prepared"),
-                  "--metrics", str(folder / "metrics" / "prepare.json"), "--plot", str(folder / "plots" / "boards.png")])
+    prepare.main(["--params", str(folder / "params.yaml"), "--data-out", str(folder / "prepared"),
+                  "--metrics-out", str(folder / "metrics" / "prepare"),
+                  "--plot-out", str(folder / "plots" / "boards.png")])
     return folder / "prepared"
 
 
@@ -88,7 +89,9 @@ def test_artifacts_follow_the_contract(runs):
         used = given_image_indices(ungrounded)
         assert used.dtype == torch.int64 and (used[1:] > used[:-1]).all()
         assert set(used.tolist()) == set(ungrounded.cell_image[is_input].tolist())
-    metrics = json.loads((root.parent / "metrics" / "prepare.json").read_text())
+    metrics = json.loads((root.parent / "metrics" / "prepare" / "info.json").read_text())
+    assert json.loads((root.parent / "metrics" / "prepare" / "metrics.json").read_text()) == {
+        "givens": metrics["givens"]["train"]["mean"]}
     assert metrics["n_train"] == 60 and metrics["pool_overlap_images"] == 0 and metrics["duplicate_puzzles"] == 0
     assert sum(metrics["givens"]["train"]["histogram"].values()) == 60
     assert metrics["image_pool_size"]["train"] > metrics["image_pool_size"]["test"] > 0
@@ -214,7 +217,8 @@ def test_cli_prints_one_line_and_exits_1(tmp_path):
     params["data"]["n_test"] = 0
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     result = subprocess.run([sys.executable, str(REPO / "stages" / "prepare.py"), "--params", str(tmp_path / "params.yaml"),
-                             "--out", str(tmp_path / "prepared")], capture_output=True, text=True, cwd=tmp_path)
+                             "--data-out", str(tmp_path / "prepared"), "--plot-out", str(tmp_path / "boards.png"),
+                             "--metrics-out", str(tmp_path / "metrics")], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 1
     # the message names the params file the stage was given, not a fixed "params.yaml"
     assert result.stderr.strip().splitlines() == [f"error: {tmp_path / 'params.yaml'}: 'data.n_test' must be >= 1, got 0"]

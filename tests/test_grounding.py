@@ -96,7 +96,7 @@ def test_alignment_finds_how_satnet_relabels_its_outputs_without_labels():
     # in clusters shifted by tau. P_hat (outputs only) then yields the output encoding's
     # permutation; peer co-occurrence recovers tau and moves it to the classifier's encoding.
     from satground.sudoku import generate_puzzles
-    from satground.training import given_conflict_rate
+    from satground.metrics import given_conflict_rate
 
     puzzles, solutions = generate_puzzles(200, 2, seed=0)
     is_input = torch.from_numpy(puzzles != 0)

@@ -45,14 +45,19 @@ class QuadrantClusterer:
 
 
 def run_distill(tmp_path, data, teacher, name="run", **overrides):
+    """The stage with the clusterer folder of `teacher` (its final.pt, or the epoch_XXX.pt that
+    distill.checkpoint names)."""
     import distill
 
     out = tmp_path / name
     params = write_params(tmp_path / f"{name}.yaml", distill=overrides)
-    distill.main(["--params", str(params), "--data", str(data), "--clusterer", str(teacher),
-                  "--out", str(out / "lenet.pt"), "--live", str(out / "live"),
-                  "--metrics", str(out / "distill.json")])
+    distill.main(["--params", str(params), "--prepared", str(data), "--clusterer", str(teacher.parent),
+                  "--model-out", str(out / "lenet.pt"), "--metrics-out", str(out / "live")])
     return out
+
+
+def info(out):
+    return json.loads((out / "live" / "info.json").read_text())
 
 
 def untrained_infogan_checkpoint(path, n_classes=4):
@@ -155,16 +160,16 @@ def test_lenet_file_round_trip(tmp_path):
 
 DISTILL_KEYS = {"teacher", "mislabel", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
                 "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy", "target_accuracy",
-                "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path",
-                "seconds_per_epoch", "device"}
+                "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path", "device"}
 
 
 def test_distill_from_an_infogan_checkpoint(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    teacher = untrained_infogan_checkpoint(tmp_path / "epoch_000.pt")
-    out = run_distill(tmp_path, data, teacher)
-    metrics = json.loads((out / "distill.json").read_text())
-    assert set(metrics) == DISTILL_KEYS
+    teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "epoch_000.pt")
+    out = run_distill(tmp_path, data, teacher, checkpoint=0)
+    metrics = info(out)
+    assert set(metrics) == DISTILL_KEYS and metrics["teacher"].endswith("epoch_000.pt")
+    assert set(json.loads((out / "live" / "metrics.json").read_text())) == {"lenet_acc"}
     assert metrics["lenet_parameters"] == 428_074  # K = 4
     assert metrics["teacher_parameters"] == infogan.parameter_counts(infogan.InfoGAN(4, noise_dim=8))["total"]
     assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24
@@ -178,9 +183,9 @@ def test_distill_from_an_infogan_checkpoint(tmp_path):
 def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
     monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
     data = make_prepared(tmp_path / "prepared")
-    save_clusterer(QuadrantClusterer(), tmp_path / "quadrant.pt")
-    out = run_distill(tmp_path, data, tmp_path / "quadrant.pt", epochs=8)
-    metrics = json.loads((out / "distill.json").read_text())
+    save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
+    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=8)
+    metrics = info(out)
     assert metrics["teacher_test_accuracy"] == 1.0
     assert metrics["train_agreement"] >= 0.95
     assert metrics["test_accuracy"] >= 0.9 and metrics["test_agreement"] >= 0.9
@@ -192,9 +197,9 @@ def test_distill_mislabel_moves_that_share_of_targets_to_wrong_clusters(tmp_path
     # the ablation's controlled error: a perfect teacher, 30 % of its training targets moved
     monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
     data = make_prepared(tmp_path / "prepared")
-    save_clusterer(QuadrantClusterer(), tmp_path / "quadrant.pt")
-    out = run_distill(tmp_path, data, tmp_path / "quadrant.pt", epochs=1, mislabel=0.3)
-    metrics = json.loads((out / "distill.json").read_text())
+    save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
+    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, mislabel=0.3)
+    metrics = info(out)
     assert metrics["mislabel"] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
     n = metrics["n_train_images"]
     assert metrics["target_accuracy"] == pytest.approx(1 - round(0.3 * n) / n)
@@ -202,7 +207,7 @@ def test_distill_mislabel_moves_that_share_of_targets_to_wrong_clusters(tmp_path
 
 def test_distill_rejects_a_negative_augmentation(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    teacher = untrained_infogan_checkpoint(tmp_path / "epoch_000.pt")
+    teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     with pytest.raises(PipelineError, match=r"'distill.augment.shift' must be >= 0.0, got -1.0"):
         run_distill(tmp_path, data, teacher, augment={"shift": -1.0})
     assert not (tmp_path / "run" / "lenet.pt").exists()
@@ -219,17 +224,17 @@ def test_mislabel_moves_exactly_the_share_and_always_to_another_cluster():
 
 def test_distill_rejects_a_teacher_with_other_k(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    teacher = untrained_infogan_checkpoint(tmp_path / "k9.pt", n_classes=9)
-    with pytest.raises(PipelineError, match="k9.pt: clusterer has 9 clusters"):
+    teacher = untrained_infogan_checkpoint(tmp_path / "k9" / "final.pt", n_classes=9)
+    with pytest.raises(PipelineError, match="k9/final.pt: clusterer has 9 clusters"):
         run_distill(tmp_path, data, teacher)
 
 
 def test_distill_never_reads_input_labels(tmp_path, monkeypatch):
     data = make_prepared(tmp_path / "prepared")
-    teacher = untrained_infogan_checkpoint(tmp_path / "teacher.pt")
+    teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     opened, truth_keys = record_loads(monkeypatch)
     run_distill(tmp_path, data, teacher, epochs=1)
-    assert set(opened) == {"teacher.pt", "train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
+    assert set(opened) == {"final.pt", "train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
     assert set(truth_keys) == {"image_labels"}
 
 
@@ -239,11 +244,11 @@ def test_distill_trains_identically_without_truth(tmp_path):
     blind.mkdir()
     for split in ("train", "test"):
         shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
-    teacher = untrained_infogan_checkpoint(tmp_path / "teacher.pt")
+    teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     a = torch.load(run_distill(tmp_path, data, teacher, "with") / "lenet.pt", weights_only=False)
     without = run_distill(tmp_path, blind, teacher, "without")
     b = torch.load(without / "lenet.pt", weights_only=False)
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
-    metrics = json.loads((without / "distill.json").read_text())
+    metrics = info(without)
     assert set(metrics) == DISTILL_KEYS
     assert metrics["test_accuracy"] is None and metrics["teacher_test_accuracy"] is None

@@ -53,12 +53,12 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
     assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
-    assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate.json").exists()
+    assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate" / "metrics.json").exists()
     assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
     summary = (out / "summary.md").read_text()
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
-    evaluate = json.loads((ROOT / "metrics" / "evaluate.json").read_text())
-    board = 100 * evaluate["ours"]["no_proofreader"]["board_accuracy"]
+    evaluate = json.loads((ROOT / "metrics" / "evaluate" / "scores.json").read_text())
+    board = 100 * evaluate["no_proofreader"]["board_accuracy"]
     assert f"| Ours                | ungrounded | no            | {board:16.1f} |" in summary
     assert "permutation | right" in summary
 
@@ -67,12 +67,12 @@ def test_keep_results_refuses_an_unfinished_run_and_keeps_the_old_record(tmp_pat
     root = project_copy(tmp_path)
     script = [sys.executable, str(ROOT / "scripts" / "keep_results.py"), "demo", "--root", str(root)]
     assert subprocess.run(script, capture_output=True).returncode == 0
-    (root / "metrics" / "evaluate.json").unlink()
+    (root / "metrics" / "evaluate" / "info.json").unlink()
     result = subprocess.run(script, capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [f"Error: {root}/metrics/evaluate.json: missing "
-                                                  f"(has `dvc repro` finished?)"]
-    assert (root / "results" / "demo" / "metrics" / "evaluate.json").exists()  # old record intact
+    assert result.stderr.strip().splitlines() == [f"Error: {root}/metrics/evaluate/info.json: evaluate "
+                                                  f"record not found (run the stage that produces it)"]
+    assert (root / "results" / "demo" / "metrics" / "evaluate" / "info.json").exists()  # old record intact
     assert [p.name for p in (root / "results").iterdir()] == ["demo"]          # no temp folder left
 
 

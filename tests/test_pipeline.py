@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stage_commands import declared, script
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
-          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate"}
+          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate", "curves"}
 
 
 def sh(args, cwd, check=True):
@@ -56,9 +57,16 @@ def test_smoke_profile_runs_end_to_end(smoke_repo):
     assert set(lock["stages"]) == STAGES
     results = (smoke_repo / "metrics" / "results.md").read_text()
     assert "Ours" in results and "Original SATNet" in results
-    evaluate = json.loads((smoke_repo / "metrics" / "evaluate.json").read_text())
-    assert evaluate  # written, parseable
-    for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png"):
+    # one metrics file per stage, the headline names unique across stages
+    names = []
+    for stage in STAGES - {"curves"}:
+        names += json.loads((smoke_repo / "metrics" / stage / "metrics.json").read_text())
+    assert len(names) == len(set(names)) and {"boards", "blank_boards", "cluster_acc", "perm_right",
+                                              "ground_cells", "nonvisual_boards"} <= set(names)
+    shown = json.loads(sh(["dvc", "metrics", "show", "--json"], smoke_repo).stdout)
+    assert set(shown["workspace"]["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES - {"curves"}}
+    for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png",
+                 "curves.png"):
         assert (smoke_repo / "plots" / plot).stat().st_size > 1000
 
 
@@ -77,12 +85,10 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
             params_file.write_text(yaml.safe_dump(params))
             assert stale_stages(smoke_repo) == expected, (section, key)
         params_file.write_text(original)
-        # code deps are per module: the grounding loss is imported by the SATNet stages only
+        # code deps are per module: the grounding loss is imported by the ground stage only
         losses = smoke_repo / "satground" / "losses.py"
         losses.write_text(losses.read_text() + "\n# touched\n")
-        assert stale_stages(smoke_repo) == {"ground", "train", "proofread", "baseline_grounded",
-                                            "baseline_ungrounded", "nonvisual", "error_injection",
-                                            "evaluate"}
+        assert stale_stages(smoke_repo) == {"ground"}
     finally:
         sh(["git", "checkout", "params.yaml", "satground/losses.py"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
@@ -102,8 +108,7 @@ def test_invalid_params_stop_with_one_line_naming_the_parameter(smoke_repo, tmp_
     params[section][key] = value
     bad = tmp_path / "params.yaml"
     bad.write_text(yaml.safe_dump(params))
-    script = {"nonvisual": "baseline_nonvisual"}.get(stage, stage)
-    result = sh(["python", f"stages/{script}.py", "--params", str(bad)], smoke_repo, check=False)
+    result = sh(["python", script(stage), *declared(stage, params=bad)], smoke_repo, check=False)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{section}.{key}" in lines[0], result.stderr
@@ -113,9 +118,9 @@ def test_missing_data_path_is_one_line_error(tmp_path):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["data"]["mnist"] = {"source": "idx", "root": str(tmp_path / "nowhere"), "download": False}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    result = sh(["python", "stages/prepare.py", "--params", str(tmp_path / "params.yaml"),
-                 "--out", str(tmp_path / "out"), "--metrics", str(tmp_path / "m.json"),
-                 "--plot", str(tmp_path / "p.png")], REPO, check=False)
+    result = sh(["python", "stages/prepare.py", *declared("prepare", params=tmp_path / "params.yaml",
+                 data_out=tmp_path / "out", metrics_out=tmp_path / "m", plot_out=tmp_path / "p.png")],
+                REPO, check=False)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "nowhere" in lines[0], result.stderr
@@ -131,9 +136,10 @@ def test_default_profile_is_params_yaml():
     assert (REPO / "profiles" / "default.yaml").read_text() == (REPO / "params.yaml").read_text()
 
 
-def stage_error(smoke_repo, script, *args) -> str:
-    """Run a stage by hand; it must fail with exit 1 and one line on stderr, which is returned."""
-    result = sh(["python", f"stages/{script}.py", *map(str, args)], smoke_repo, check=False)
+def stage_error(smoke_repo, stage, **paths) -> str:
+    """Run a stage by hand, its declared command with `paths` replaced; it must fail with exit 1
+    and one line on stderr, which is returned."""
+    result = sh(["python", script(stage), *declared(stage, **paths)], smoke_repo, check=False)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
     return lines[0]
@@ -141,25 +147,25 @@ def stage_error(smoke_repo, script, *args) -> str:
 
 @pytest.mark.slow
 def test_evaluate_checks_every_input_before_writing_anything(smoke_repo, tmp_path):
-    outputs = [smoke_repo / "metrics" / name for name in ("evaluate.json", "results.md", "results.csv")]
+    outputs = [smoke_repo / "metrics" / name for name in ("evaluate/metrics.json", "evaluate/scores.json",
+                                                          "results.md", "results.csv")]
     before = [path.read_bytes() for path in outputs]
-    bad_baseline = tmp_path / "baseline.json"
-    bad_baseline.write_text('{"no_proofreader": {"board_accuracy": 0.5}}\n')  # scores missing
-    line = stage_error(smoke_repo, "evaluate", "--baseline-nonvisual", bad_baseline)
-    assert str(bad_baseline) in line and "rerun its stage" in line
+    (tmp_path / "scores.json").write_text('{"no_proofreader": {"board_accuracy": 0.5}}\n')  # scores missing
+    line = stage_error(smoke_repo, "evaluate", baseline_nonvisual=tmp_path)
+    assert str(tmp_path / "scores.json") in line and "rerun its stage" in line
     not_a_permutation = tmp_path / "permutation.json"
     saved = json.loads((smoke_repo / "models" / "permutation.json").read_text())
     not_a_permutation.write_text(json.dumps({**saved, "permutation": [0, 0, 1, 2]}))
-    line = stage_error(smoke_repo, "evaluate", "--permutation", not_a_permutation)
+    line = stage_error(smoke_repo, "evaluate", permutation=not_a_permutation)
     assert str(not_a_permutation) in line and "'permutation' must be a permutation" in line
     assert [path.read_bytes() for path in outputs] == before  # nothing rewritten
 
 
 @pytest.mark.slow
 def test_stages_refuse_a_model_of_the_wrong_kind(smoke_repo):
-    line = stage_error(smoke_repo, "error_injection", "--model", "models/solver.pt")
+    line = stage_error(smoke_repo, "error_injection", model="models/solver.pt")
     assert "models/solver.pt" in line and "a visual solver, but this stage needs a symbolic one" in line
-    line = stage_error(smoke_repo, "proofread", "--model", "models/nonvisual.pt", "--model-out",
-                       "/tmp/never_written.pt")
+    line = stage_error(smoke_repo, "proofread", model="models/nonvisual.pt",
+                       model_out="/tmp/never_written.pt")
     assert "a symbolic solver, but this stage needs a visual one" in line
     assert not Path("/tmp/never_written.pt").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from satground import sudoku
 from satground.clustering import load_clusterer
@@ -160,16 +161,27 @@ def test_a_misspelt_key_names_the_nearest_known_one(tmp_path):
 @pytest.mark.parametrize("device,problem", [("tpu", "must be auto, cpu, cuda or cuda:N"),
                                             ("cuda:x", "must be auto, cpu, cuda or cuda:N")]
                          + ([] if torch.cuda.is_available() else [("cuda", "has no CUDA GPU")]))
-def test_a_device_the_machine_lacks_stops_before_any_work(device, problem):
+def test_a_device_the_machine_lacks_stops_before_any_work(device, problem, monkeypatch):
+    monkeypatch.setenv("SATGROUND_DEVICE", device)
     with pytest.raises(PipelineError) as exc:
-        device_param(Params({"device": device}, "other.yaml"))
-    one_line(exc, "other.yaml", "'device'", problem)
+        device_param()
+    one_line(exc, "$SATGROUND_DEVICE", problem)
+
+
+def test_the_device_is_not_a_parameter(monkeypatch):
+    # chosen by the machine, so a new GPU makes no stage stale; a params file naming one is refused
+    monkeypatch.delenv("SATGROUND_DEVICE", raising=False)
+    assert device_param().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("SATGROUND_DEVICE", "cpu")
+    assert device_param().type == "cpu"
+    assert "device" not in yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" /
+                                           "default.yaml").read_text())
 
 
 @pytest.mark.parametrize("seed", [-1, 2**32])
 def test_seeds_outside_32_bits_are_refused(seed):
     with pytest.raises(PipelineError) as exc:
-        run_settings(Params({"seed": seed, "device": "cpu"}, "other.yaml"))
+        run_settings(Params({"seed": seed}, "other.yaml"))
     one_line(exc, "other.yaml", "'seed'")
 
 
@@ -264,11 +276,10 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
     script.write_text(
         "from satground.config import run_stage\n"
         "from satground.io import PipelineError\n"
-        "from satground.training import open_live\n"
+        "from satground.tracking import StageReport\n"
         "def main():\n"
-        f"    live = open_live({str(tmp_path / 'live')!r})\n"
-        "    live.log_metric('loss', 1.0)\n"
-        "    live.next_step()\n"
+        f"    report = StageReport({str(tmp_path / 'live')!r})\n"
+        "    report.log_epoch(1, {'loss': 1.0})\n"
         "    raise PipelineError('train 3: loss is not finite (nan) at batch 7 of 50')\n"
         "run_stage(main)\n")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

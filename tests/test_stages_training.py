@@ -19,6 +19,7 @@ import yaml
 from satground.data import build_visual_boards, load_boards, save_prepared, split_files
 from satground.io import PipelineError
 from satground.lenet import LeNet, save_lenet, train_epoch
+from stage_commands import declared
 
 REPO = Path(__file__).resolve().parents[1]
 K = 4
@@ -33,6 +34,10 @@ def stage(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def read(path):
+    return json.loads(Path(path).read_text())
 
 
 def square_images(digits, rng):
@@ -71,7 +76,7 @@ def make_prepared(root: Path, n_train=48, n_test=16):
 
 
 PARAMS = {
-    "seed": 0, "device": "cpu",
+    "seed": 0,
     "satnet": {"m": 40, "aux": 8, "max_iter": 10},
     "ground": {"epochs": 3, "patience": 1, "lr": 2e-3, "batch_size": 16, "approxmax": "l2",
                "temperature": 0.1, "output_softmax": True, "val_fraction": 0.25,
@@ -123,9 +128,9 @@ def ungrounded_run(workdir):
     mp.setattr(builtins, "open", spy_open)
     mp.setattr(torch, "load", spy_load)
     try:
-        stage("ground").main(["--prepared", str(blind)])
-        stage("train").main(["--prepared", str(blind)])
-        stage("proofread").main(["--prepared", str(blind)])
+        stage("ground").main(declared("ground", prepared=blind))
+        stage("train").main(declared("train", prepared=blind))
+        stage("proofread").main(declared("proofread", prepared=blind))
     finally:
         mp.undo()
     return {"blind": blind, "opened": opened}
@@ -140,12 +145,12 @@ def test_ungrounded_path_never_reads_input_labels(workdir, ungrounded_run):
         boards = load_boards(ungrounded_run["blind"], split)
         assert (boards.labels[boards.is_input] == 0).all()
     for path in ("models/ground.pt", "models/permutation.json", "plots/permutation.png",
-                 "metrics/ground.json", "models/solver.pt", "metrics/train.json",
-                 "models/solver_proofread.pt", "metrics/proofread.json"):
+                 "metrics/ground/metrics.json", "models/solver.pt", "metrics/train/metrics.json",
+                 "models/solver_proofread.pt", "metrics/proofread/metrics.json"):
         assert (workdir / path).is_file(), path
     # evaluation is the stage that needs the truth: without it, a one-line error naming the file
     with pytest.raises(PipelineError, match="test_grounded.pt"):
-        stage("evaluate").main(["--prepared", str(ungrounded_run["blind"]), "--skip-baselines"])
+        stage("evaluate").main(declared("evaluate", prepared=ungrounded_run["blind"]) + ["--skip-baselines"])
 
 
 def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_run):
@@ -155,44 +160,53 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
     assert np.array(saved["soft_permutation"]).shape == (K, K)
     assert saved["assignment"] == "hungarian" and sorted(saved["hungarian"]) == list(range(K))
     assert saved["cluster_to_digit"] == {str(c): d + 1 for c, d in enumerate(perm)}
-    metrics = json.loads((workdir / "metrics/ground.json").read_text())
-    assert 0.0 <= metrics["val_output_cell_accuracy"] <= 1.0
-    assert 1 <= metrics["best_epoch"] <= metrics["epochs_run"] <= PARAMS["ground"]["epochs"]
-    train = json.loads((workdir / "metrics/train.json").read_text())
-    assert {"train_loss", "test_output_cell_accuracy", "test_output_board_accuracy",
-            "test_valid_grid_rate"} <= set(train)
+    info = read(workdir / "metrics/ground/info.json")
+    assert 0.0 <= info["val_blank_cells"] <= 1.0
+    assert 1 <= info["best_epoch"] <= info["epochs_run"] <= PARAMS["ground"]["epochs"]
+    assert read(workdir / "metrics/ground/metrics.json") == {"ground_cells": round(info["val_blank_cells"], 4)}
+    # curves on an epoch axis from 1, one row per epoch run
+    curve = (workdir / "metrics/ground/plots/metrics/val_blank_cells.tsv").read_text().splitlines()
+    assert [row.split("\t")[0] for row in curve] == ["step"] + [str(e) for e in range(1, info["epochs_run"] + 1)]
+    train = read(workdir / "metrics/train/info.json")
+    assert {"loss", "test_blank_cells", "test_blank_boards", "test_valid_grids"} <= set(train)
+    assert set(read(workdir / "metrics/train/metrics.json")) == {"train_loss"}
+    assert "seconds" in read(workdir / "metrics/train/timing.json")
 
 
 def test_ground_takes_the_permutation_from_peer_labels_when_asked(workdir, ungrounded_run, tmp_path):
     params = {**PARAMS, "ground": {**PARAMS["ground"], "permutation": "peers", "epochs": 1}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    stage("ground").main(["--params", str(tmp_path / "params.yaml"),
-                          "--prepared", str(ungrounded_run["blind"]),  # no input-cell label in it
-                          "--model-out", str(tmp_path / "ground.pt"),
-                          "--permutation-out", str(tmp_path / "permutation.json"),
-                          "--plot-out", str(tmp_path / "permutation.png"),
-                          "--metrics-out", str(tmp_path / "ground.json"), "--live-dir", str(tmp_path / "live")])
+    stage("ground").main(declared("ground", params=tmp_path / "params.yaml",
+                                  prepared=ungrounded_run["blind"],  # no input-cell label in it
+                                  model_out=tmp_path / "ground.pt",
+                                  permutation_out=tmp_path / "permutation.json",
+                                  plot_out=tmp_path / "permutation.png", metrics_out=tmp_path / "ground"))
     saved = json.loads((tmp_path / "permutation.json").read_text())
     assert saved["source"] == "peers"
     assert saved["permutation"] == saved["from_peers"] == torch.argsort(PLANTED).tolist()
     assert np.array(saved["peer_label_cooccurrence"]).shape == (K, K)
-    metrics = json.loads((tmp_path / "ground.json").read_text())
+    metrics = read(tmp_path / "ground" / "info.json")
     assert metrics["loss_agrees_with_peers"] == (saved["from_loss"] == saved["from_peers"])
 
 
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
-    stage("baseline_visual").main(["--view", "grounded"])
-    stage("baseline_visual").main(["--view", "ungrounded"])
-    stage("baseline_nonvisual").main([])
-    stage("error_injection").main([])
-    stage("evaluate").main([])
+    stage("baseline_visual").main(declared("baseline_grounded"))
+    stage("baseline_visual").main(declared("baseline_ungrounded"))
+    stage("baseline_nonvisual").main(declared("nonvisual"))
+    stage("error_injection").main(declared("error_injection"))
+    stage("evaluate").main(declared("evaluate"))
 
-    evaluation = json.loads((workdir / "metrics/evaluate.json").read_text())
+    headline = read(workdir / "metrics/evaluate/metrics.json")
+    assert set(headline) == {"boards", "blank_boards", "valid_grids", "cells", "visual", "boards_pr",
+                             "perm_right"}
+    ours = read(workdir / "metrics/evaluate/scores.json")
+    assert headline["boards"] == round(ours["no_proofreader"]["board_accuracy"], 4)
     for variant in ("no_proofreader", "proofreader"):
-        scores = evaluation["ours"][variant]
+        scores = ours[variant]
         assert {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"} <= set(scores)
         assert scores["board_accuracy"] <= scores["valid_grid_rate"] + 1e-9  # exact match is stricter
-    ground = evaluation["ground"]
+    ground = read(workdir / "metrics/evaluate/info.json")["grounding"]
+    assert headline["perm_right"] == ground["permutation_correct"]
     # the distilled LeNet learned the planted clusters, so the truth matching is PLANTED inverted
     assert ground["true_permutation"] == torch.argsort(PLANTED).tolist()
     assert ground["permutation_correct"] == (
@@ -204,7 +218,9 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     assert "Ours,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
     assert (workdir / "metrics/results.md").read_text().startswith("| model")
 
-    injection = json.loads((workdir / "metrics/error_injection.json").read_text())
+    assert set(read(workdir / "metrics/nonvisual/metrics.json")) == {"nonvisual_boards"}
+    assert set(read(workdir / "metrics/baseline_ungrounded/metrics.json")) == {"ungrounded_boards"}
+    injection = read(workdir / "metrics/error_injection/info.json")
     n_test = len(load_boards(workdir / "data/prepared", "test"))
     for model in ("no_proofreader", "proofreader"):
         assert set(injection[model]) == {"0", "1", "2"}
@@ -235,15 +251,15 @@ def test_parameter_and_input_errors_are_one_line_and_named(workdir, tmp_path):
     bad = dict(PARAMS, ground=dict(PARAMS["ground"], approxmax="mean"))
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(PipelineError, match="ground.approxmax"):
-        stage("ground").main(["--params", str(tmp_path / "bad.yaml")])
+        stage("ground").main(declared("ground", params=tmp_path / "bad.yaml"))
     save_lenet(LeNet(9), tmp_path / "lenet9.pt")
     with pytest.raises(PipelineError, match="lenet9.pt"):
-        stage("ground").main(["--classifier", str(tmp_path / "lenet9.pt")])
+        stage("ground").main(declared("ground", classifier=tmp_path / "lenet9.pt"))
     (tmp_path / "perm.json").write_text(json.dumps({"permutation": [0, 0, 1, 2]}))
     with pytest.raises(PipelineError, match="perm.json"):
-        stage("train").main(["--permutation", str(tmp_path / "perm.json")])
+        stage("train").main(declared("train", permutation=tmp_path / "perm.json"))
     with pytest.raises(PipelineError, match="nothing.pt"):
-        stage("proofread").main(["--model", str(tmp_path / "nothing.pt")])
+        stage("proofread").main(declared("proofread", model=tmp_path / "nothing.pt"))
 
 
 def test_permutation_plot_is_scaled_to_its_data_and_marks_the_hard_permutation():

@@ -1,0 +1,140 @@
+"""What a stage reports, and where: the one owner of the layout of metrics/<stage>/.
+
+    metrics/<stage>/metrics.json    the stage's headline values (dvclive's summary): the one file
+                                    `dvc metrics show` and `dvc exp show` read for the stage, with
+                                    short names unique across stages (README, "Metrics glossary")
+    metrics/<stage>/plots/metrics/  per-epoch curves (dvclive .tsv files), step = epoch from 1
+    metrics/<stage>/info.json       bookkeeping: sizes, sources, parameter counts (not a metric)
+    metrics/<stage>/scores.json     a model's full test scores, with and without proofreader,
+                                    where a later stage reads them (the results table)
+    metrics/<stage>/timing.json     seconds spent: not declared to DVC (and ignored by git), so a
+                                    rerun changes no lock file and no metric
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .io import PipelineError, load_json, save_json
+
+DIGITS = 4  # headline values are rounded: 0.8460, not 0.8459999..., in `dvc exp show`
+CURVES = Path("plots") / "metrics"
+VARIANTS = ("no_proofreader", "proofreader")
+SCORES = ("board_accuracy", "blank_board_accuracy", "valid_grid_rate", "cell_accuracy",
+          "visual_accuracy")
+
+
+class StageReport:
+    """A stage's metrics folder: per-epoch curves while it runs, the rest when it finishes.
+
+    The folder always exists after `finish`, with an empty plots/ when the stage logged no
+    curve (a training-free clusterer), so dvc.yaml can declare it for every method.
+    """
+
+    def __init__(self, directory):
+        from dvclive import Live
+
+        self.dir = Path(directory)
+        self.live = Live(dir=str(self.dir), dvcyaml=None, save_dvc_exp=False, report=None)
+        self.started = time.perf_counter()
+
+    def log_epoch(self, epoch: int, values: dict, prefix: str = "") -> None:
+        """One point of each curve at step = epoch (0 = before training)."""
+        self.live.step = epoch
+        for name, value in values.items():
+            if value is not None:
+                self.live.log_metric(prefix + name, float(value))
+
+    def finish(self, metrics: dict, info: dict | None = None, **timing) -> None:
+        """Write the headline `metrics` (the stage's metrics file), `info` and the timings."""
+        if info is not None:
+            save_json(info, self.dir / "info.json")
+        # the metrics file holds the headline values only: not the curves' last points, nor a
+        # 'step' (the epoch count is a parameter)
+        self.live.summary = {}
+        self.live.step = None
+        for name, value in metrics.items():
+            if value is not None:
+                value = round(value, DIGITS) if isinstance(value, float) else value
+                self.live.log_metric(name, value, plot=False)
+        self.live.end()
+        (self.dir / CURVES).mkdir(parents=True, exist_ok=True)
+        save_json({"seconds": round(time.perf_counter() - self.started, 1), **timing},
+                  self.dir / "timing.json")
+
+
+def save_scores(scores: dict, directory) -> None:
+    """A model's test scores {variant: satground.metrics.board_metrics(...)}, for evaluate."""
+    save_json(scores, Path(directory) / "scores.json")
+
+
+def load_scores(directory) -> dict:
+    """The scores save_scores wrote, checked: one-line errors name the file."""
+    path = Path(directory) / "scores.json"
+    scores = load_json(path, "scores")
+    for variant, values in scores.items():
+        if variant not in VARIANTS or not isinstance(values, dict) or not set(SCORES) <= values.keys():
+            raise PipelineError(f"{path}: expected {list(VARIANTS)} with {list(SCORES)}, got "
+                                f"{variant!r} (rerun its stage)")
+    return scores
+
+
+
+def epoch_plots(dvcyaml) -> dict:
+    """The per-epoch plots of dvc.yaml's top-level `plots:` section (those with x: step), by id."""
+    import yaml
+
+    entries = yaml.safe_load(Path(dvcyaml).read_text()).get("plots", [])
+    plots = {}
+    for entry in entries:
+        if isinstance(entry, dict):
+            (name, spec), = entry.items()
+            if isinstance(spec, dict) and spec.get("x") == "step" and isinstance(spec.get("y"), dict):
+                plots[name] = spec
+    return plots
+
+
+def curve_label(path: str) -> str:
+    """'metrics/train/plots/metrics/test_blank_cells.tsv' -> 'train' (+ ' proofread' for a
+    baseline's proofreader curves, logged under proofread/)."""
+    parts = Path(path).parts
+    stage = parts[parts.index("plots") - 1] if "plots" in parts else Path(path).stem
+    nested = parts[parts.index("plots") + 2:-1] if "plots" in parts else ()
+    return " ".join([stage, *nested])
+
+
+def plot_curves(dvcyaml, root="."):
+    """dvc.yaml's per-epoch plots drawn with matplotlib, one panel each, from the same .tsv files
+    `dvc plots show` reads: a figure that needs no JavaScript (the HTML of `dvc plots show`
+    loads its chart library from the network). Curves whose file is absent are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    plots = epoch_plots(dvcyaml)
+    if not plots:
+        raise PipelineError(f"{dvcyaml}: no per-epoch plot (x: step) in its plots: section")
+    columns = 2
+    rows = -(-len(plots) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(11, 3.6 * rows), squeeze=False)
+    for ax, (name, spec) in zip(axes.flat, plots.items()):
+        labels = [curve_label(path) for path in spec["y"]]
+        for label, (path, field) in zip(labels, spec["y"].items()):
+            file = Path(root) / path
+            if file.is_file():
+                curve = pd.read_csv(file, sep="\t")
+                if labels.count(label) > 1:  # one stage, several fields
+                    label = f"{label}: {field}"
+                ax.plot(curve["step"], curve[field], marker="o", ms=3, label=label)
+        ax.set(title=spec.get("title", name), xlabel=spec.get("x_label", "step"),
+               ylabel=spec.get("y_label", ""))
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(plots):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
