@@ -35,7 +35,8 @@ def column(row: dict, name: str):
 
 
 # the params each sweep varies (prefixes); its experiments agree with the workspace elsewhere
-SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distill.mislabel",)}
+SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distill.mislabel",),
+          "boundary_shift": ("distill.boundary_shift",)}
 
 
 def in_sweep(params: dict, workspace: dict, sweep: str) -> bool:
@@ -69,6 +70,7 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "experiment": run.get("Experiment") or run.get("rev"),
             "checkpoint": params.get("distill.checkpoint", "final"),
             "mislabel": params.get("distill.mislabel", 0.0),
+            "boundary_shift": params.get("distill.boundary_shift", 0.0),
             "clustering_accuracy": column(run, "lenet_acc"),
             "teacher_accuracy": column(run, "cluster_acc"),
             "grounding_cell_accuracy": column(run, "ground_cells"),
@@ -108,7 +110,8 @@ def main():
     ax.axvline(88, color="grey", lw=0.8, ls=":", label="paper's threshold (88 %)")
     ax.set_xlabel("test clustering accuracy of the distilled classifier (%)")
     ax.set_ylabel("accuracy (%)")
-    what = {"checkpoint": "InfoGAN checkpoints", "mislabel": "share of images mislabelled"}
+    what = {"checkpoint": "InfoGAN checkpoints", "mislabel": "share of images mislabelled",
+            "boundary_shift": "cluster boundaries shifted"}
     ax.set_title(f"Effect of clustering accuracy (paper Fig. 5; {what[args.sweep]})")
     ax.legend(fontsize=8)
     save_figure(fig, args.plot)

@@ -3,7 +3,9 @@
 The teacher (final.pt of the clusterer folder, or the epoch checkpoint `distill.checkpoint`
 names, for the ablation) labels the training boards' given-cell images with its clusters; LeNet learns those cluster
 indices by cross-entropy. `distill.mislabel` > 0 moves that share of the training targets to a
-wrong cluster first (drawn with `distill.seed`): a controlled clustering error for the ablation. True digits ({split}_truth.pt, "image_labels") are read only to
+wrong cluster first (drawn with `distill.seed`): a controlled clustering error for the ablation;
+`distill.boundary_shift` > 0 moves that share to their nearest other cluster instead, the images
+nearest to one (an error a classifier learns, where random ones are averaged away). True digits ({split}_truth.pt, "image_labels") are read only to
 report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "n_classes"}),
 its test clustering accuracy as the metric, and per-epoch curves.
 """
@@ -15,7 +17,7 @@ from tqdm import tqdm
 
 from satground import lenet
 from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
-                                  load_image_labels, mislabel)
+                                  load_image_labels, mislabel, shift_boundaries)
 from satground.config import (device_param, load_params, param, run_stage, seed_param, source,
                               stage_arguments)
 from satground.io import PipelineError, seed_everything
@@ -32,6 +34,8 @@ def read_params(params: dict) -> dict:
         # sweeps this (README, "The ablation")
         "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
         "mislabel": param(params, "distill.mislabel", float, low=0.0, high=1.0, default=0.0),
+        "boundary_shift": param(params, "distill.boundary_shift", float, low=0.0, high=1.0,
+                                default=0.0),
         # random affine copies of the training images each epoch (0 = off): the classifier
         # must read unseen test images, and every given of a board must be read right
         "augmentation": {
@@ -73,6 +77,8 @@ def main(argv=None):
 
     teacher_train = teacher.assign(train_images)
     targets = mislabel(teacher_train, p["mislabel"], K, p["seed"]) if p["mislabel"] else teacher_train
+    if p["boundary_shift"]:
+        targets = shift_boundaries(train_images, targets, p["boundary_shift"], K)
     teacher_test = teacher.assign(test_images)
 
     rng = seed_everything(p["seed"])
@@ -96,7 +102,7 @@ def main(argv=None):
     test_pred = lenet.predict(model, test_images)
     teacher_counts = teacher.parameter_counts()
     info = {
-        "teacher": str(teacher_path), "mislabel": p["mislabel"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
+        "teacher": str(teacher_path), "mislabel": p["mislabel"], "boundary_shift": p["boundary_shift"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from satground import infogan, lenet
-from satground.clustering import CLUSTERERS, InfoGANClusterer, mislabel, save_clusterer
+from satground.clustering import CLUSTERERS, InfoGANClusterer, mislabel, save_clusterer, shift_boundaries
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
 
@@ -252,3 +252,30 @@ def test_distill_trains_identically_without_truth(tmp_path):
     metrics = info(without)
     assert set(metrics) == DISTILL_KEYS
     assert metrics["test_accuracy"] is None and metrics["teacher_test_accuracy"] is None
+
+
+def test_shift_boundaries_moves_the_images_nearest_another_cluster():
+    # two clusters on a line of one-pixel "images": 0..4 near 0, 10..14 near 10, and 6, 7 between
+    values = torch.tensor([0, 1, 2, 3, 4, 6, 7, 10, 11, 12, 13, 14], dtype=torch.float32)
+    images = values[:, None, None].expand(-1, 28, 28).contiguous()
+    clusters = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    moved = shift_boundaries(images, clusters, 2 / 12, 2)
+    # cluster means 2.67 and 11.17: 7 (in 1) and 6 (in 0) sit nearest the other mean
+    assert (moved != clusters).nonzero().flatten().tolist() == [5, 6]
+    assert moved.tolist() == [0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1]
+    assert torch.equal(shift_boundaries(images, clusters, 0.0, 2), clusters)
+    nine = torch.randint(0, 9, (200,), generator=torch.Generator().manual_seed(0))
+    pictures = torch.randint(0, 256, (200, 28, 28), generator=torch.Generator().manual_seed(1))
+    shifted = shift_boundaries(pictures.to(torch.uint8), nine, 0.25, 9)
+    assert (shifted != nine).sum() == 50 and shifted.max() < 9  # the share, each to another cluster
+
+
+def test_distill_boundary_shift_moves_that_share_of_targets(tmp_path, monkeypatch):
+    monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
+    data = make_prepared(tmp_path / "prepared")
+    save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
+    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, boundary_shift=0.25)
+    metrics = info(out)
+    n = metrics["n_train_images"]
+    assert metrics["boundary_shift"] == 0.25 and metrics["teacher_test_accuracy"] == 1.0
+    assert metrics["target_accuracy"] == pytest.approx(1 - round(0.25 * n) / n)
