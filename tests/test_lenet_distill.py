@@ -158,7 +158,7 @@ def test_lenet_file_round_trip(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the stage
 
-DISTILL_KEYS = {"teacher", "mislabel", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
+DISTILL_KEYS = {"teacher", "mislabel", "boundary_shift", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
                 "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy", "target_accuracy",
                 "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path", "device"}
 
