@@ -63,8 +63,8 @@ def test_smoke_profile_runs_end_to_end(smoke_repo):
         names += json.loads((smoke_repo / "metrics" / stage / "metrics.json").read_text())
     assert len(names) == len(set(names)) and {"boards", "blank_boards", "cluster_acc", "perm_right",
                                               "ground_cells", "nonvisual_boards"} <= set(names)
-    shown = json.loads(sh(["dvc", "metrics", "show", "--json"], smoke_repo).stdout)
-    assert set(shown["workspace"]["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES - {"curves"}}
+    (shown,) = json.loads(sh(["dvc", "metrics", "show", "--json"], smoke_repo).stdout).values()
+    assert set(shown["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES - {"curves"}}
     for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png",
                  "curves.png"):
         assert (smoke_repo / "plots" / plot).stat().st_size > 1000
