@@ -193,14 +193,15 @@ def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
     assert float(live[-1][1]) < 0.5 * float(live[1][1])  # the loss decreases
 
 
-def test_distill_mislabel_moves_that_share_of_targets_to_wrong_clusters(tmp_path, monkeypatch):
-    # the ablation's controlled error: a perfect teacher, 30 % of its training targets moved
+@pytest.mark.parametrize("error", ["mislabel", "boundary_shift"])
+def test_distill_moves_that_share_of_targets_to_wrong_clusters(tmp_path, monkeypatch, error):
+    # the ablation's controlled errors: a perfect teacher, 30 % of its training targets moved
     monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
     data = make_prepared(tmp_path / "prepared")
     save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
-    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, mislabel=0.3)
+    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, **{error: 0.3})
     metrics = info(out)
-    assert metrics["mislabel"] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
+    assert metrics[error] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
     n = metrics["n_train_images"]
     assert metrics["target_accuracy"] == pytest.approx(1 - round(0.3 * n) / n)
 
@@ -269,13 +270,3 @@ def test_shift_boundaries_moves_the_images_nearest_another_cluster():
     shifted = shift_boundaries(pictures.to(torch.uint8), nine, 0.25, 9)
     assert (shifted != nine).sum() == 50 and shifted.max() < 9  # the share, each to another cluster
 
-
-def test_distill_boundary_shift_moves_that_share_of_targets(tmp_path, monkeypatch):
-    monkeypatch.setitem(CLUSTERERS, "quadrant", QuadrantClusterer)
-    data = make_prepared(tmp_path / "prepared")
-    save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
-    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, boundary_shift=0.25)
-    metrics = info(out)
-    n = metrics["n_train_images"]
-    assert metrics["boundary_shift"] == 0.25 and metrics["teacher_test_accuracy"] == 1.0
-    assert metrics["target_accuracy"] == pytest.approx(1 - round(0.25 * n) / n)
