@@ -39,10 +39,13 @@ def stage(script: str, *args) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def params_for(digits: int, seed: int, method: str, n_train: int | None) -> dict:
+def params_for(digits: int, seed: int, method: str, n_train: int | None, restarts: int = 1,
+               epochs: int | None = None) -> dict:
     params = yaml.safe_load((REPO / "profiles" / "default.yaml").read_text())
     params["data"]["seed"] = seed
-    params["cluster"].update(method=method, seed=seed)
+    params["cluster"].update(method=method, seed=seed, restarts=restarts)
+    if epochs is not None:  # InfoGAN; no checkpoint but the first and the last
+        params["cluster"].update(epochs=epochs, checkpoint_every=max(epochs, 1))
     if digits == 9:
         params["data"].update(board_size=3, n_train=9000, n_test=1000)
         params["data"]["givens"] = {"mean": 36.2, "std": 3.0}
@@ -82,6 +85,8 @@ def main():
     parser.add_argument("--digits", nargs="+", type=int, default=[4, 9], choices=(4, 9))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-train", type=int, default=None, help="training boards (default: the profile's)")
+    parser.add_argument("--restarts", type=int, default=1, help="cluster.restarts (cluster seeds S, S+1, ...)")
+    parser.add_argument("--epochs", type=int, default=None, help="cluster.epochs (InfoGAN; default: the profile's)")
     parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
     parser.add_argument("--table", type=Path, help="print the tables of a results file and stop")
     args = parser.parse_args()
@@ -99,7 +104,8 @@ def main():
                 for method in args.methods:
                     params = folder / f"{method}.yaml"
                     folder.mkdir(exist_ok=True)
-                    params.write_text(yaml.safe_dump(params_for(digits, seed, method, args.n_train)))
+                    params.write_text(yaml.safe_dump(params_for(digits, seed, method, args.n_train,
+                                                             args.restarts, args.epochs)))
                     if not (folder / "prepared").exists():
                         stage("prepare.py", "--params", params, "--data-out", folder / "prepared",
                               "--metrics-out", folder / "prepare", "--plot-out", folder / "boards.png")
@@ -115,7 +121,9 @@ def main():
                            "uses_per_image": round(prepared["n_train"] * prepared["givens"]["train"]["mean"]
                                                    / metrics["n_train_images"], 1),
                            "train_accuracy": metrics["train_accuracy"],
-                           "test_accuracy": metrics["test_accuracy"], "cpu_seconds": round(cpu, 1)}
+                           "test_accuracy": metrics["test_accuracy"], "cpu_seconds": round(cpu, 1),
+                           "epochs": metrics["epochs"], "kept_seed": metrics["seed"],
+                           "restarts": metrics["restarts"]}
                     print(json.dumps(row), flush=True)
                     out.write(json.dumps(row) + "\n")
                     out.flush()

@@ -110,6 +110,19 @@ def peer_cannot_links(boards, indices: torch.Tensor):
     return ((links + links.T) > 0).astype(np.float64)
 
 
+def peer_conflict_rate(clusters: torch.Tensor, cannot_link) -> float:
+    """Share of the cannot-link pairs (images shown in peer given cells, so different digits)
+    whose images share a cluster: 0 for clusters that are the digits, about 1/K for random ones.
+    Label-free: the restarts' selection criterion."""
+    from scipy.sparse import triu
+
+    pairs = triu(cannot_link, 1).tocoo()
+    if pairs.nnz == 0:
+        return 0.0
+    clusters = clusters.numpy()
+    return float((clusters[pairs.row] == clusters[pairs.col]).mean())
+
+
 def load_image_labels(root, split: str, indices: torch.Tensor):
     """True digits (0-based, long (M,)) of the given pool images, for *reporting* accuracy only.
 

@@ -140,7 +140,7 @@ def seed_param(params: dict, key: str, default: Any = _MISSING) -> int:
 DEVICE_VARIABLE = "SATGROUND_DEVICE"
 
 
-def device_param(params: dict | None = None):
+def device_param():
     """The torch device: $SATGROUND_DEVICE (auto, cpu, cuda or cuda:N; auto when unset: CUDA when
     present), checked against this machine before any work. Not a parameter on purpose: the machine
     is not part of the experiment, so moving a run to a new GPU makes no stage stale."""
@@ -149,7 +149,7 @@ def device_param(params: dict | None = None):
 
 def run_settings(params: dict):
     """(seed, torch device) of the stages that train or run models."""
-    return seed_param(params, "seed", default=0), device_param(params)
+    return seed_param(params, "seed", default=0), device_param()
 
 
 def satnet_sizes(params: dict) -> tuple[int, int, int]:

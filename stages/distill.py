@@ -44,7 +44,7 @@ def read_params(params: dict) -> dict:
                               default=0.0),
             "scale": param(params, "distill.augment.scale", float, low=0.0, high=0.9, default=0.0),
         },
-        "device": device_param(params),
+        "device": device_param(),
         "source": source(params),
     }
 

@@ -195,7 +195,8 @@ def test_load_clusterer_errors_name_the_file(tmp_path):
 
 CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_test_images", "train_accuracy",
                 "test_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
-                "loss_q_cont", "parameters", "parameters_classifier_path", "device"}
+                "loss_q_cont", "parameters", "parameters_classifier_path", "device", "peer_conflicts",
+                "restarts"}
 
 
 class RecordingDict(dict):
