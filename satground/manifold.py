@@ -1,8 +1,9 @@
 """Training-free clusterers for CPU profiles: embed the images' neighbourhood graph, then k-means.
 
-Both share the pipeline pixels -> PCA (50 components) -> embedding -> k-means with K clusters
+All share the pipeline pixels -> PCA (50 components) -> embedding -> k-means with K clusters
 (best of several restarts); new images take the majority cluster of their nearest training
-images in PCA space. No labels anywhere. Minutes of InfoGAN training on 2 CPU cores do not
+images in PCA space (peers: a support-vector classifier). PCA, k-means and the neighbour search
+are scikit-learn's. No labels anywhere. Minutes of InfoGAN training on 2 CPU cores do not
 reach the ~88 % clustering accuracy the rest of the pipeline needs; these do in seconds.
 
 - spectral: k-nearest-neighbour graph with self-tuning Gaussian weights (sigma_i = distance to
@@ -24,25 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.cluster.vq import kmeans2
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import eigsh
 
 
 def _features(images: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
+    """PCA features of uint8 images (the checkpoint keeps the PCA as tensors: mean, components)."""
     x = images.reshape(len(images), -1).float() / 255.0
     return (x - mean) @ components.T
-
-
-def _nearest(query: torch.Tensor, base: torch.Tensor, k: int, skip_self: bool = False):
-    """(distances, indices) of the k nearest rows of base for each row of query, in chunks."""
-    dists, idx = [], []
-    for chunk in query.split(2048):
-        d = torch.cdist(chunk, base)
-        values, indices = d.topk(k + int(skip_self), largest=False)
-        dists.append(values[:, int(skip_self):])
-        idx.append(indices[:, int(skip_self):])
-    return torch.cat(dists), torch.cat(idx)
 
 
 class ManifoldClusterer:
@@ -66,24 +56,20 @@ class ManifoldClusterer:
             n_neighbors: int = 10, seed: int = 0, restarts: int = 10, cannot_link=None,
             peer_weight: float = 0.0):
         """cannot_link: scipy sparse (N, N), 1 where two images may not share a cluster (the
-        peers method's evidence; the others ignore it), weighted by peer_weight."""
-        x = images.reshape(len(images), -1).float() / 255.0
-        mean = x.mean(dim=0)
-        _, _, vt = torch.linalg.svd(x - mean, full_matrices=False)
-        components = vt[:n_components].contiguous()
+        peers method's evidence; the others ignore it), weighted by peer_weight. k-means keeps the
+        lowest-inertia of `restarts` k-means++ starts."""
+        from sklearn.cluster import KMeans
+        from sklearn.decomposition import PCA
+
+        x = images.reshape(len(images), -1).float().numpy() / 255.0
+        pca = PCA(n_components=min(n_components, *x.shape), svd_solver="full").fit(x)
+        mean = torch.from_numpy(pca.mean_).float()
+        components = torch.from_numpy(pca.components_).float().contiguous()
         feats = _features(images, mean, components)
         emb = cls.embed(feats, n_clusters, n_neighbors, seed, cannot_link, peer_weight)
-
-        best, best_inertia = None, np.inf
-        for r in range(restarts):
-            centroids, labels = kmeans2(emb, n_clusters, minit="++", seed=seed * 1000 + r)
-            inertia = ((emb - centroids[labels]) ** 2).sum()
-            if inertia < best_inertia and len(np.unique(labels)) == n_clusters:
-                best, best_inertia = labels, inertia
-        if best is None:
-            best = labels
+        labels = KMeans(n_clusters, n_init=restarts, random_state=seed).fit_predict(emb)
         return cls(n_clusters, n_neighbors, mean, components, feats,
-                   torch.from_numpy(best.astype(np.int64)))
+                   torch.from_numpy(labels.astype(np.int64)))
 
     @classmethod
     def from_checkpoint(cls, ckpt: dict):
@@ -98,12 +84,20 @@ class ManifoldClusterer:
                                "train_features": self.train_features,
                                "train_clusters": self.train_clusters}}
 
+    def classifier(self):
+        """Assigns new images' PCA features to a cluster: the majority of their nearest training
+        images. Fitted when first needed (the checkpoint keeps tensors only)."""
+        from sklearn.neighbors import KNeighborsClassifier
+
+        return KNeighborsClassifier(self.n_neighbors).fit(self.train_features.numpy(),
+                                                          self.train_clusters.numpy())
+
     def assign(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 images (N, 28, 28) -> cluster (N,): majority of the nearest training images."""
-        _, nbr = _nearest(_features(images, self.mean, self.components), self.train_features,
-                          self.n_neighbors)
-        votes = torch.nn.functional.one_hot(self.train_clusters[nbr], self.n_clusters).sum(dim=1)
-        return votes.argmax(dim=1)
+        """uint8 images (N, 28, 28) -> cluster (N,)."""
+        if not hasattr(self, "_classifier"):
+            self._classifier = self.classifier()
+        feats = _features(images, self.mean, self.components).numpy()
+        return torch.from_numpy(self._classifier.predict(feats).astype(np.int64))
 
     def parameter_counts(self) -> dict[str, int]:
         total = sum(t.numel() for t in (self.mean, self.components, self.train_features))
@@ -119,7 +113,10 @@ def _normalised(W):
 
 def _affinity(feats: torch.Tensor, n_neighbors: int):
     """Normalised self-tuning kNN affinity of the rows of feats (scipy sparse)."""
-    dist, nbr = _nearest(feats, feats, n_neighbors, skip_self=True)
+    from sklearn.neighbors import NearestNeighbors
+
+    dist, nbr = NearestNeighbors(n_neighbors=n_neighbors).fit(feats.numpy()).kneighbors()  # self excluded
+    dist, nbr = torch.from_numpy(dist), torch.from_numpy(nbr)
     sigma = dist[:, min(6, n_neighbors - 1)].clamp_min(1e-8)
     rows = torch.arange(len(feats)).repeat_interleave(n_neighbors)
     cols = nbr.reshape(-1)
@@ -151,14 +148,10 @@ class PeersClusterer(ManifoldClusterer):
 
     method = "peers"
 
-    def assign(self, images: torch.Tensor) -> torch.Tensor:
-        if not hasattr(self, "_svc"):
-            from sklearn.svm import SVC
+    def classifier(self):
+        from sklearn.svm import SVC
 
-            self._svc = SVC(C=10.0, gamma="scale").fit(self.train_features.numpy(),
-                                                        self.train_clusters.numpy())
-        feats = _features(images, self.mean, self.components).numpy()
-        return torch.from_numpy(self._svc.predict(feats).astype(np.int64))
+        return SVC(C=10.0, gamma="scale").fit(self.train_features.numpy(), self.train_clusters.numpy())
 
     @staticmethod
     def embed(feats, n_clusters, n_neighbors, seed, cannot_link=None, peer_weight=0.0):

@@ -19,6 +19,7 @@ from .data import Boards, onehot, var_mask
 from .grounding import relabel
 from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
+from .resume import Resumable
 
 
 @dataclass
@@ -168,21 +169,29 @@ def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, ba
 def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Optimizer,
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
         generator: torch.Generator, report=None, desc: str = "epoch",
-        prefix: str = "") -> dict[str, float]:
+        prefix: str = "", resume_dir=None) -> dict[str, float]:
     """Train for `epochs`, scoring the test boards after each (blank cells only: no input-cell
     label is read). Logs the curves {prefix}loss and {prefix}test_* at each epoch to `report`
-    (a tracking.StageReport); returns the last epoch's values."""
-    last: dict[str, float] = {}
-    for epoch in tqdm(range(1, epochs + 1), desc=desc, disable=epochs < 2):
+    (a tracking.StageReport); returns the last epoch's values. With `resume_dir`, a run killed
+    mid-way continues after its last finished epoch (satground.resume; `desc` names the file)."""
+    resumable = Resumable(resume_dir, desc, model, optimizer, generator, train, epochs, batch_size)
+    done, state = resumable.restore()
+    history = state["history"] if state else []
+    for epoch, values in enumerate(history, start=1):  # the curves of the epochs already run
+        if report is not None:
+            report.log_epoch(epoch, values, prefix)
+    for epoch in tqdm(range(done + 1, epochs + 1), desc=desc, disable=epochs - done < 2):
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
                            desc=f"{desc} epoch {epoch}")
         scores = evaluate_outputs(model, test, batch_size, device)
-        last = {"loss": loss, **{f"test_{k}": v for k, v in scores.items()}}
+        history.append({"loss": loss, **{f"test_{k}": v for k, v in scores.items()}})
         if report is not None:
-            report.log_epoch(epoch, last, prefix)
+            report.log_epoch(epoch, history[-1], prefix)
+        resumable.save(epoch, {"history": history})
         tqdm.write(f"{desc} {epoch}/{epochs}: loss {loss:.4f}, test blank cells "
                    f"{scores['blank_cells']:.3f}, boards with every blank right {scores['blank_boards']:.3f}")
-    return last
+    resumable.finish()
+    return history[-1] if history else {}
 
 
 def freeze(module: nn.Module) -> None:

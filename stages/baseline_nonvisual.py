@@ -18,8 +18,8 @@ from satground.training import bce_loss, fit, solution_scores
 
 
 def main(argv=None):
-    args = stage_arguments(__doc__, ["prepared", "model-out", "proofread-model-out", "metrics-out"],
-                           argv)
+    args = stage_arguments(__doc__, ["prepared", "model-out", "proofread-model-out", "metrics-out",
+                                     "resume-dir"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -39,7 +39,8 @@ def main(argv=None):
     report = StageReport(args.metrics_out)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs,
-                          batch_size, device, generator, report, desc="non-visual SATNet")}
+                          batch_size, device, generator, report, desc="non-visual SATNet",
+                          resume_dir=args.resume_dir)}
     scores = {"no_proofreader": solution_scores(model, test, test.labels, batch_size, device)}
     # saved with the proofread model at the end: an interrupted run leaves neither, never one
     # model of this run beside one of an earlier run
@@ -49,7 +50,8 @@ def main(argv=None):
     model.to(device)
     last["proofread"] = fit(model, train, test, optimizer, bce_loss(on_inputs=False),
                             proofread_epochs, batch_size, device, generator, report,
-                            desc="non-visual proofread", prefix="proofread/")
+                            desc="non-visual proofread", prefix="proofread/",
+                            resume_dir=args.resume_dir)
     scores["proofreader"] = solution_scores(model, test, test.labels, batch_size, device)
 
     save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu())})

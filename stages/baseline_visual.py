@@ -18,7 +18,8 @@ from satground.training import bce_loss, fit, solution_scores
 
 
 def main(argv=None):
-    args = stage_arguments(__doc__, ["prepared", "model-out", "metrics-out"], argv, extra=lambda p:
+    args = stage_arguments(__doc__, ["prepared", "model-out", "metrics-out", "resume-dir"], argv,
+                           extra=lambda p:
                            p.add_argument("--view", choices=("grounded", "ungrounded"), required=True))
 
     params = load_params(args.params)
@@ -47,7 +48,8 @@ def main(argv=None):
     ])
     report = StageReport(args.metrics_out)
     last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=True), epochs,
-                          batch_size, device, generator, report, desc=f"{args.view} SATNet")}
+                          batch_size, device, generator, report, desc=f"{args.view} SATNet",
+                          resume_dir=args.resume_dir)}
     scores = {"no_proofreader": solution_scores(model, test, solution, batch_size, device)}
 
     if proofread_epochs > 0:
@@ -56,7 +58,8 @@ def main(argv=None):
         model.to(device)
         last["proofread"] = fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False),
                                 proofread_epochs, batch_size, device, generator, report,
-                                desc=f"{args.view} proofread", prefix="proofread/")
+                                desc=f"{args.view} proofread", prefix="proofread/",
+                                resume_dir=args.resume_dir)
         scores["proofreader"] = solution_scores(model, test, solution, batch_size, device)
 
     save_all({args.model_out: checkpoint(model.cpu())})

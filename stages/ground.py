@@ -32,6 +32,7 @@ from satground.lenet import load_lenet
 from satground.lenet import predict as classify
 from satground.losses import APPROXMAX, grounding_loss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
+from satground.resume import Resumable
 from satground.tracking import StageReport
 from satground.training import (freeze, grounding_epoch_metrics, predict, predicted_digits,
                                 split_boards, train_epoch)
@@ -61,7 +62,7 @@ def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
 
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "classifier", "model-out", "permutation-out",
-                                     "plot-out", "metrics-out"], argv)
+                                     "plot-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -97,9 +98,14 @@ def main(argv=None):
     optimizer = torch.optim.Adam(solver.parameters(), lr=lr)
 
     report = StageReport(args.metrics_out)
-    best = None
-    waited = 0
-    for epoch in range(1, epochs + 1):
+    resumable = Resumable(args.resume_dir, "ground", model, optimizer, generator, train, val, epochs,
+                          patience, batch_size, approxmax, temperature, assignment)
+    epoch, state = resumable.restore()
+    best, waited, history = (state["best"], state["waited"], state["history"]) if state else (None, 0, [])
+    for done, row in enumerate(history, start=1):  # the curves of the epochs already run
+        report.log_epoch(done, row)
+    while epoch < epochs and waited < patience:
+        epoch += 1
         accumulator = PermutationAccumulator(K)
         loss = train_epoch(model, train, optimizer, grounding_loss(approxmax, temperature, accumulator),
                            batch_size, device, generator, desc=f"ground epoch {epoch}")
@@ -108,8 +114,9 @@ def main(argv=None):
         # early stopping reads predictions through the current hard permutation
         perm = argmax if assignment == "argmax" else hard_permutation(P, "hungarian")
         scores = grounding_epoch_metrics(model, val, perm, batch_size, device)
-        report.log_epoch(epoch, {"loss": loss, **{f"val_{k}": v for k, v in scores.items()},
-                                 "argmax_is_permutation": is_permutation(argmax)})
+        history.append({"loss": loss, **{f"val_{k}": v for k, v in scores.items()},
+                        "argmax_is_permutation": is_permutation(argmax)})
+        report.log_epoch(epoch, history[-1])
         print(f"ground {epoch}/{epochs}: L_SG {loss:.4f}, val blank cells "
               f"{scores['blank_cells']:.3f}, argmax {argmax.tolist()}")
         if best is None or scores["blank_cells"] > best["scores"]["blank_cells"]:
@@ -117,9 +124,9 @@ def main(argv=None):
                     "state": copy.deepcopy(solver.state_dict())}
             waited = 0
         else:
-            waited += 1
-            if waited >= patience:
-                break
+            waited += 1  # stops after `patience` epochs without a better one
+        resumable.save(epoch, {"best": best, "waited": waited, "history": history})
+    resumable.finish()
 
     solver.load_state_dict(best["state"])
     P = best["P"]

@@ -15,7 +15,7 @@ from satground.training import bce_loss, fit
 
 
 def main(argv=None):
-    args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out"], argv)
+    args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -33,7 +33,7 @@ def main(argv=None):
 
     report = StageReport(args.metrics_out)
     last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
-               device, generator, report, desc="proofread")
+               device, generator, report, desc="proofread", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
     print(f"proofread: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "

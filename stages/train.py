@@ -23,7 +23,7 @@ from satground.training import bce_loss, fit
 
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "classifier", "ground", "permutation",
-                                     "model-out", "metrics-out"], argv)
+                                     "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
     seed, device = run_settings(params)
@@ -69,7 +69,7 @@ def main(argv=None):
 
     report = StageReport(args.metrics_out)
     last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
-               device, generator, report, desc="train")
+               device, generator, report, desc="train", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
     print(f"train: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from satground import infogan
-from satground.clustering import InfoGANClusterer, load_clusterer, save_clusterer
+from satground.clustering import InfoGANClusterer, load_clusterer, peer_conflict_rate, save_clusterer
 from satground.io import PipelineError
 from satground.metrics import clustering_accuracy
 
@@ -311,3 +311,56 @@ def test_cluster_stage_rejects_bad_params(tmp_path):
         run_cluster(tmp_path, data, method="kmeans")
     with pytest.raises(PipelineError, match="batch_size"):
         run_cluster(tmp_path, data, batch_size=1000)
+    with pytest.raises(PipelineError, match="cluster.restarts"):
+        run_cluster(tmp_path, data, restarts=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# restarts: several seeds, the run with the fewest peer conflicts kept
+
+
+def test_peer_conflict_rate_counts_peers_put_in_one_cluster():
+    from scipy.sparse import csr_matrix
+
+    # cannot-links (0, 1), (0, 2), (1, 3), symmetric as peer_cannot_links gives them
+    links = csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0]], float))
+    assert peer_conflict_rate(torch.tensor([0, 1, 2, 0]), links) == 0
+    assert peer_conflict_rate(torch.tensor([0, 0, 1, 0]), links) == pytest.approx(2 / 3)
+    assert peer_conflict_rate(torch.zeros(4, dtype=torch.long), links) == 1
+
+
+def state(path: Path) -> dict:
+    return torch.load(path, weights_only=False)["state_dict"]
+
+
+def test_restarts_keep_the_run_with_the_fewest_peer_conflicts(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    out = run_cluster(tmp_path, data, "restarts", epochs=1, checkpoint_every=1, restarts=3, seed=5)
+    info = json.loads((out / "live" / "info.json").read_text())
+    runs = info["restarts"]
+    assert [run["seed"] for run in runs] == [5, 6, 7]
+    conflicts = [run["peer_conflicts"] for run in runs]
+    assert len(set(conflicts)) == 3  # the runs differ, so the choice is a real one
+    kept = runs[conflicts.index(min(conflicts))]
+    assert (info["seed"], info["peer_conflicts"], info["test_accuracy"]) == (
+        kept["seed"], kept["peer_conflicts"], kept["test_accuracy"])
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["epoch_000.pt", "epoch_001.pt", "final.pt"]
+    # the files kept are that run's: the same as one run with its seed
+    single = run_cluster(tmp_path, data, "single", epochs=1, checkpoint_every=1, seed=kept["seed"])
+    for name in ("epoch_000.pt", "final.pt"):
+        a, b = state(out / "models" / name), state(single / "models" / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # each restart's curves under restart_<r>/, the kept run's under the plain names
+    curves = out / "live" / "plots" / "metrics"
+    assert all((curves / f"restart_{r}" / "peer_conflicts.tsv").is_file() for r in range(3))
+    kept_curve = (curves / f"restart_{kept['restart']}" / "test_accuracy.tsv").read_text().splitlines()
+    assert (curves / "test_accuracy.tsv").read_text().splitlines()[1:] == kept_curve[1:]
+
+
+def test_restarts_of_a_training_free_method(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    out = run_cluster(tmp_path, data, method="spectral", restarts=2)
+    info = json.loads((out / "live" / "info.json").read_text())
+    assert [run["seed"] for run in info["restarts"]] == [0, 1]
+    assert info["peer_conflicts"] == min(run["peer_conflicts"] for run in info["restarts"])
+    assert [p.name for p in (out / "models").iterdir()] == ["final.pt"]

