@@ -12,6 +12,13 @@ are read for this report only) and the CPU seconds of the stage process. One JSO
 which is what the peers method's evidence depends on.
 
     python benchmarks/clustering.py --table results/clustering.jsonl    # the README's tables
+
+`--restarts R` runs each with cluster.restarts = R (cluster seeds S..S+R-1; the stage keeps the
+run with the fewest peer conflicts) and `--epochs E` sets InfoGAN's epochs:
+
+    OMP_NUM_THREADS=1 python benchmarks/clustering.py --methods infogan --digits 4 --seeds 0 1 2 3 4 \
+        --restarts 3 --epochs 20 --out results/cluster_restarts.jsonl
+    python benchmarks/clustering.py --restarts-table results/cluster_restarts.jsonl
 """
 from __future__ import annotations
 
@@ -79,6 +86,28 @@ def table(path: Path) -> str:
     return "\n".join(out)
 
 
+def restarts_table(path: Path, threshold: float = 0.88) -> str:
+    """Markdown table of the runs with several restarts: each restart's test accuracy and peer
+    conflicts, the one kept, and whether a run above `threshold` existed and was kept. Beside it,
+    the run a cluster-balance criterion (smallest largest cluster) would have kept."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if len(r.get("restarts", [])) > 1]
+    out = ["| digits | data seed | epochs | each restart: cluster seed: test % (peer conflicts %) | kept | "
+           f"a run > {threshold:.0%}? | kept > {threshold:.0%}? | balance would keep |", "|---" * 8 + "|"]
+    for r in rows:
+        runs = r["restarts"]
+        cells = "; ".join(f"seed {run['seed']}: {100 * run['test_accuracy']:.1f} "
+                          f"({100 * run['peer_conflicts']:.1f})" for run in runs)
+        kept = next(run for run in runs if run["seed"] == r["kept_seed"])
+        balanced = min(runs, key=lambda run: run["train_largest_cluster"])
+        exists = any(run["test_accuracy"] > threshold for run in runs)
+        out.append(f"| {r['digits']} | {r['data_seed']} | {r['epochs']} | {cells} | "
+                   f"{100 * kept['test_accuracy']:.1f} | {'yes' if exists else 'no'} | "
+                   f"{'yes' if kept['test_accuracy'] > threshold else 'no'} | "
+                   f"{100 * balanced['test_accuracy']:.1f} |")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=["peers", "umap"])
@@ -89,9 +118,11 @@ def main():
     parser.add_argument("--epochs", type=int, default=None, help="cluster.epochs (InfoGAN; default: the profile's)")
     parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
     parser.add_argument("--table", type=Path, help="print the tables of a results file and stop")
+    parser.add_argument("--restarts-table", type=Path, help="print the restart selection table of a "
+                        "results file and stop")
     args = parser.parse_args()
-    if args.table:
-        print(table(args.table))
+    if args.table or args.restarts_table:
+        print(table(args.table) if args.table else restarts_table(args.restarts_table))
         return
     if args.out is None:
         parser.error("--out is required to run")

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from benchmarks.clustering import stage  # noqa: E402
 from satground.data import given_image_indices, load_boards, load_truth  # noqa: E402
+from satground.grounding import load_permutation  # noqa: E402
 from satground.io import load_json  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
 from satground.metrics import best_matching  # noqa: E402
@@ -66,13 +67,13 @@ def run_seed(folder: Path, profile: str, seed: int) -> dict:
     cluster = load_json(folder / "cluster_metrics" / "info.json")
     distill = load_json(folder / "distill" / "info.json")
     ground = load_json(folder / "ground" / "info.json")
-    saved = load_json(folder / "permutation.json")
+    saved = load_permutation(folder / "permutation.json", cluster["n_clusters"])
     truth = true_permutation(folder)
     return {"profile": profile, "seed": seed, "cluster_method": cluster["method"],
             "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
             "ground_val_output_cell_accuracy": ground["val_blank_cells"],
             "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
-            "permutation_right": saved["permutation"] == truth,
+            "permutation_right": saved["permutation"].tolist() == truth,
             "loss_permutation_right": saved["from_loss"] == truth,
             "peers_permutation_right": saved["from_peers"] == truth, "cpu_seconds": round(cpu, 1)}
 

@@ -41,9 +41,11 @@ def flat_keys(tree: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path, what: str = "params file") -> dict:
+    """A YAML file of sections (params, profiles, dvc.yaml): one-line errors name the file."""
+    path = Path(path)
     if not path.is_file():
-        raise PipelineError(f"{path}: params file not found")
+        raise PipelineError(f"{path}: {what} not found")
     try:
         values = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -54,7 +56,7 @@ def _read_yaml(path: Path) -> dict:
 
 
 def known_keys() -> list[str]:
-    return flat_keys(_read_yaml(DEFAULT_PROFILE))
+    return flat_keys(read_yaml(DEFAULT_PROFILE))
 
 
 def check_known_keys(values: dict, source: str) -> None:
@@ -69,7 +71,7 @@ def check_known_keys(values: dict, source: str) -> None:
 
 def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
-    values = _read_yaml(path)
+    values = read_yaml(path)
     check_known_keys(values, str(path))
     return Params(values, str(path))
 

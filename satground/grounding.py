@@ -197,8 +197,9 @@ def permutation_record(permutation: torch.Tensor, output_permutation: torch.Tens
 
 
 def load_permutation(path, n_digits: int) -> dict:
-    """{"permutation", "output_permutation": long (K,), "soft_permutation": float (K, K)}, each
-    checked: two permutations of 0..K-1 and a finite K x K matrix; one-line errors name the file."""
+    """The record permutation_record wrote, with "permutation", "output_permutation" as long (K,)
+    and "soft_permutation" as float (K, K), each checked: two permutations of 0..K-1 and a finite
+    K x K matrix; one-line errors name the file. The other entries as saved."""
     import json
     from pathlib import Path
 
@@ -209,9 +210,9 @@ def load_permutation(path, n_digits: int) -> dict:
         raise PipelineError(f"{path}: permutation not found (run the ground stage)")
     try:
         saved = json.loads(path.read_text())
-        loaded = {key: torch.tensor(saved[key], dtype=dtype) for key, dtype in
+        loaded = {**saved, **{key: torch.tensor(saved[key], dtype=dtype) for key, dtype in
                   (("permutation", torch.long), ("output_permutation", torch.long),
-                   ("soft_permutation", torch.float))}
+                   ("soft_permutation", torch.float))}}
     except (ValueError, KeyError, TypeError, AttributeError, RuntimeError) as exc:
         raise PipelineError(f"{path}: missing or unreadable permutation entry ({type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None

@@ -82,9 +82,9 @@ def load_scores(directory) -> dict:
 
 def epoch_plots(dvcyaml) -> dict:
     """The per-epoch plots of dvc.yaml's top-level `plots:` section (those with x: step), by id."""
-    import yaml
+    from .config import read_yaml
 
-    entries = yaml.safe_load(Path(dvcyaml).read_text()).get("plots", [])
+    entries = read_yaml(dvcyaml, "pipeline file").get("plots", [])
     plots = {}
     for entry in entries:
         if isinstance(entry, dict):

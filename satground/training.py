@@ -159,10 +159,16 @@ def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: 
 
 
 def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, batch_size: int,
-                    device: torch.device) -> dict[str, float]:
+                    device: torch.device, perm: torch.Tensor | None = None,
+                    output_perm: torch.Tensor | None = None) -> dict[str, float]:
     """metrics.board_metrics of the model's predictions against the true full solutions
-    (N, C): for the stages that report final test scores, never for training."""
-    digits = predicted_digits(predict(model, boards, batch_size, device), boards.n_digits)
+    (N, C): for the stages that report final test scores, never for training. A model that
+    speaks clusters (the grounding phase's) is read through `perm` at given cells and
+    `output_perm` at the others (perm everywhere when output_perm is None)."""
+    probs = predict(model, boards, batch_size, device)
+    digits = predicted_digits(probs, boards.n_digits, perm)
+    if output_perm is not None:
+        digits = torch.where(boards.is_input, digits, predicted_digits(probs, boards.n_digits, output_perm))
     return solution_metrics(digits, solution, boards)
 
 

@@ -17,10 +17,10 @@ from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
 from satground.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
-from satground.metrics import best_matching, clustering_accuracy, solution_metrics
+from satground.metrics import best_matching, clustering_accuracy
 from satground.models import load_solver
 from satground.tracking import StageReport, load_scores, save_scores
-from satground.training import predict, predicted_digits
+from satground.training import solution_scores
 
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
 PAPER = {
@@ -84,18 +84,11 @@ def main(argv=None):
             baselines[name] = load_scores(path)
     report = StageReport(args.metrics_out)
 
-    def scores(model, perm=None, output_perm=None):
-        """Exact-match scores; perm / output_perm relabel given / output cells from clusters."""
-        probs = predict(model.to(device), test, batch_size, device)
-        digits = predicted_digits(probs, K, perm)
-        if output_perm is not None:
-            digits = torch.where(test.is_input, digits, predicted_digits(probs, K, output_perm))
-        return solution_metrics(digits, solution, test)
-
-    ours = {name: scores(solvers[name]) for name in ("no_proofreader", "proofreader")}
+    ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
+            for name in ("no_proofreader", "proofreader")}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
-    ground_model = solvers["ground"]
-    ground = scores(ground_model, perm, output_perm)
+    ground_model = solvers["ground"].to(device)
+    ground = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
 
     # the true cluster -> digit matching of the frozen distilled classifier (in ground.pt) on the
     # test images: truth used to report only
