@@ -286,3 +286,15 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 1
     assert result.stderr.splitlines() == ["error: train 3: loss is not finite (nan) at batch 7 of 50"]
+
+
+@pytest.mark.parametrize("content,problem", [(None, "pipeline file not found"),
+                                             ("plots: [unclosed", "not valid YAML")])
+def test_the_curves_stage_names_a_missing_or_broken_dvc_yaml(tmp_path, content, problem):
+    from satground.tracking import epoch_plots
+
+    path = tmp_path / "dvc.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(PipelineError, match=f"dvc.yaml: {problem}"):
+        epoch_plots(path)
