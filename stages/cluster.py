@@ -123,8 +123,8 @@ def fit_infogan(p, seed: int, pools: Pools, folder: Path, report, prefix: str):
 
 def fit_restarts(p, pools: Pools, out: Path, report: StageReport):
     """Each restart's run in out/restart_<r>/ (out itself for one restart); the run with the
-    fewest peer conflicts is kept, its files moved to out. Returns (clusterer, its history, the
-    table of runs)."""
+    fewest peer conflicts is kept, its files moved to out. Returns the kept clusterer, its
+    per-epoch history, the table of all runs and the kept run's row."""
     fit = fit_infogan if p["method"] == "infogan" else fit_manifold
     runs, kept = [], None
     for r in range(p["restarts"]):
