@@ -77,6 +77,20 @@ def test_gradients_match_central_finite_differences(backend, seed):
     assert (dz[~is_input] == 0).all()  # outputs are not inputs: no gradient to their z
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_inputs_of_exactly_zero_and_one_keep_their_gradient(backend):
+    # a confident classifier's probabilities are exactly 0 or 1; the layer is smooth there, so
+    # the gradient is the limit from inside (torch's clamp gives 0 at its bounds)
+    layer = SATNet(10, 12, 2, max_iter=200, eps=1e-12, backend=backend).double()
+    z, is_input, w = random_problem(10, 3, 0)
+    z = torch.where(is_input, (z > 0.5).double(), z)
+    inside = torch.where(is_input, z.clamp(1e-9, 1 - 1e-9), z)
+    _, _, dz = value_and_grads(layer, z, is_input, w)
+    _, _, dz_inside = value_and_grads(layer, inside, is_input, w)
+    assert (dz[is_input] != 0).all()
+    assert torch.allclose(dz, dz_inside, atol=1e-6 * dz.abs().max().item(), rtol=0)
+
+
 @pytest.mark.parametrize("dtype,tol,k", [(torch.float64, 1e-10, 32), (torch.float32, 1e-3, 32),
                                          (torch.float64, 1e-10, 6)])
 def test_cpu_backend_matches_reference(dtype, tol, k):

@@ -226,7 +226,10 @@ class SATNet(nn.Module):
                 raise NonFiniteError(f"SATNet: z has {int(bad.sum())} non-finite entries "
                                      f"(NaN/inf) in sample(s) {_samples(drop)}")
             z = torch.where(bad, 0.5, z)  # a constant: no gradient reaches the bad entries
-        out = MixingFunction.apply(self.S, z.clamp(0.0, 1.0), is_input, self.max_iter, self.eps,
+        # clamp() passes no gradient at its bounds, and a confident classifier's probabilities
+        # are exactly 0 or 1: only values outside [0, 1] are clamped (and get no gradient)
+        z = torch.where((z >= 0) & (z <= 1), z, z.clamp(0.0, 1.0))
+        out = MixingFunction.apply(self.S, z, is_input, self.max_iter, self.eps,
                                    self.prox_lam, self.k, self.backend, generator, drop)
         finite = _finite_rows(out)
         if not finite.all():
