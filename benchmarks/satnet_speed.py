@@ -4,22 +4,25 @@
     python benchmarks/satnet_speed.py --no-reference  # skip the slow pure-PyTorch oracle
 
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
-memory of forward+backward for each backend. The pure-PyTorch reference needs minutes per
-batch at this size, so the speed-up is measured in this same run at --reference-iters sweeps
-(no early stop) for both the reference and the fast backends: time scales linearly with the
-sweeps, so the ratio carries over. Peak memory is the
+memory of forward+backward for each backend. The published code (locuslab/SATNet's `satnet`
+package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
+at the same settings and with the same weights S; its ratio is the "vs published" column. The
+pure-PyTorch reference needs minutes per batch at this size, so its speed-up is measured in this
+same run at --reference-iters sweeps (no early stop) for both the reference and the fast
+backends: time scales linearly with the sweeps, so the ratio carries over. Peak memory is the
 growth of the process's peak RSS on CPU (each backend measured in a fresh subprocess), or
 torch.cuda.max_memory_allocated on GPU, next to the O(B(nk + km)) and O(Bnm) sizes.
 
-Roofline line, for each CPU run with no early stop (the --reference-iters one; the main one with
---eps 0), where the sweep count is exact: the sweeps' arithmetic, 2 f^2 k flops per sample and
-sweep in the forward and again in the backward, f = free variables (blanks + aux), against a plain
-fp32 GEMM timed in this same run with the same threads (torch.mm, 1024^3): the printed fraction
-is the distance to what the cores can do.
+Roofline line, for each CPU run with no early stop (the --reference-iters one, and one at
+--max-iter sweeps with eps 0, added when --eps is not 0), where the sweep count is exact: the
+sweeps' arithmetic, 2 f^2 k flops per sample and sweep in the forward and again in the backward,
+f = free variables (blanks + aux), against a plain fp32 GEMM timed in this same run with the
+same threads (torch.mm, 1024^3): the printed fraction is the distance to what the cores can do.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 import statistics
@@ -49,9 +52,16 @@ def time_backend(backend: str, args) -> dict:
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps,
-                   backend=backend).to(device)
+                   backend="cpu" if backend == "published" else backend).to(device)
+    if backend == "published":  # the same weights, in the published layer
+        import satnet
+        ours, layer = layer, satnet.SATNet(729, args.m, args.aux, max_iter=args.max_iter,
+                                           eps=args.eps)
+        layer.S.data.copy_(ours.S.data)
     z, is_input = sudoku_batch(args.batch, args.givens, gen)
     z, is_input = z.to(device), is_input.to(device)
+    if backend == "published":
+        is_input = is_input.int()
     repeats = 1 if backend == "reference" else args.repeats
 
     def sync():
@@ -127,7 +137,10 @@ def main():
         return
 
     fast = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
-    runs = [(b, args.max_iter, args.eps) for b in fast]
+    published = importlib.util.find_spec("satnet") is not None
+    runs = [(b, args.max_iter, args.eps) for b in fast + ["published"] * published]
+    if args.eps:  # the roofline needs an exact sweep count
+        runs.append(("cpu", args.max_iter, 0.0))
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps
         runs += [(b, args.reference_iters, 0.0) for b in fast + ["reference"]]
     n_vars = 729 + 1 + args.aux
@@ -145,17 +158,24 @@ def main():
         line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps))
     reference = next((r for r in results if r["backend"] == "reference"), None)
+    ours_vs = {(r["sweeps"], r["eps"]): r for r in results if r["backend"] == "published"}
     small = args.batch * (n_vars * k + k * args.m) * 4 / 2**20
     large = args.batch * n_vars * args.m * 4 / 2**20
-    print(f"{'backend':<10} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} {'speed-up':>9} "
-          f"{'peak MiB':>9}")
+    print(f"{'backend':<10} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
+          f"{'vs reference':>12} {'vs published':>12} {'peak MiB':>9}")
     for r in results:
         same = reference and r["sweeps"] == reference["sweeps"]
-        speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:8.1f}x"
-                   if same else "        -")
+        speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:.1f}x"
+                   if same else "-")
+        pub = ours_vs.get((r["sweeps"], r["eps"]))
+        vs_published = (f"{pub['forward_backward_s'] / r['forward_backward_s']:.1f}x"
+                        if pub and r["backend"] != "published" else "-")
         sweeps = f"{r['sweeps']}" + (f" eps {r['eps']:g}" if r["eps"] else "")
         print(f"{r['backend']:<10} {sweeps:>11} {r['forward_s']:10.3f} "
-              f"{r['forward_backward_s']:10.3f} {speedup:>9} {r['peak_mib']:9.1f}")
+              f"{r['forward_backward_s']:10.3f} {speedup:>12} {vs_published:>12} "
+              f"{r['peak_mib']:9.1f}")
+    if not published:
+        print("published code (locuslab/SATNet's satnet package) not importable: no ratio")
     print(f"memory scale: B(Nk + km) floats = {small:.1f} MiB; B N m floats = {large:.1f} MiB")
     peak = gemm_gflops()
     for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact

@@ -68,9 +68,11 @@ def init_vectors(z_all, is_input_all, k: int, generator=None):
     return torch.where(is_input_all[:, :, None], fixed, V), sign
 
 
-def _finite_rows(x):
-    """(B,) bool: sample b of x holds no NaN/inf."""
-    return torch.isfinite(x).reshape(x.shape[0], -1).all(dim=1)
+def _finite_rows(x, dim=0):
+    """Bool along `dim` (the samples): that slice of x holds no NaN/inf. Exact, in two passes
+    where isfinite().all() takes five: x * 0 is 0 for a finite x and NaN for NaN or inf, and a
+    sum of zeros cannot overflow."""
+    return (x * 0).sum(dim=[d for d in range(x.dim()) if d != dim]) == 0
 
 
 def _samples(mask) -> str:
@@ -136,31 +138,34 @@ class MixingFunction(torch.autograd.Function):
 
         U = ctx.backend.mix_backward(S, V, gnrm, free, order, iters, ctx.prox_lam, a)
 
-        # Phi = U^T S and Omega = V^T S per sample (k x m); dS_i = -(U_i Omega + v_i Phi)
-        Phi = torch.einsum("bnk,nm->bkm", U, S)
-        Omega = torch.einsum("bnk,nm->bkm", V, S)
+        # Phi = U^T S and Omega = V^T S per sample (k x m), for the whole batch in one GEMM:
+        # UV holds U and V side by side, (N, 2Bk), columns (U or V, sample, coordinate)
+        UV = torch.empty(N, 2, B, k, dtype=U.dtype, device=U.device)
+        UV[:, 0], UV[:, 1] = U.transpose(0, 1), V.transpose(0, 1)
+        PhiOmega = (S.T @ UV.view(N, -1)).view(-1, 2, B, k)  # (m, U or V, B, k): Phi^T, Omega^T
 
         # dL/dz at inputs: v_i = (-cos pi z, sign sin pi z, 0..), dv/dz = pi (sin, sign cos)
         # and dL/dv_i = -(Phi s_i) for a fixed variable; plus the unchanged pass-through.
-        phi_s = torch.einsum("bcm,nm->bcn", Phi[:, :2], S[1:n + 1])  # (B, 2, n)
+        phi_s = torch.einsum("mbc,nm->bcn", PhiOmega[:, 0, :, :2], S[1:n + 1])  # (B, 2, n)
         zi = z_all[:, 1:n + 1]
         dz_in = -math.pi * (phi_s[:, 0] * torch.sin(math.pi * zi)
                             + sign[:, 1:n + 1] * phi_s[:, 1] * torch.cos(math.pi * zi))
         dz_in = torch.where(free[:, 1:n + 1], 0.0, dz_in + dz)
 
         # a sample whose fixed point is degenerate (or that was dropped) gives exactly zero
-        # gradient, never NaN (published safety). Its tensors are replaced, not multiplied by 0:
-        # 0 * NaN is NaN, and the dS GEMM below sums over every sample.
-        keep = (_finite_rows(V) & _finite_rows(U) & _finite_rows(Omega) & _finite_rows(Phi)
-                & _finite_rows(dz_in) & _finite_rows(gnrm) & ~((gnrm < 1e-12) & free).any(dim=1))
+        # gradient, never NaN (published safety). Its columns are replaced, not multiplied by
+        # 0: 0 * NaN is NaN, and the dS GEMM below sums over every sample.
+        keep = (_finite_rows(UV, dim=2) & _finite_rows(PhiOmega, dim=2) & _finite_rows(dz_in)
+                & _finite_rows(gnrm) & ~((gnrm < 1e-12) & free).any(dim=1))
         if drop is not None:
             keep &= ~drop
-        V, U, Omega, Phi = (torch.where(keep[:, None, None], x, 0.0) for x in (V, U, Omega, Phi))
-        dz_in = torch.where(keep[:, None], dz_in, 0.0)
+        if not keep.all():
+            UV, PhiOmega = (torch.where(keep[:, None], x, 0.0) for x in (UV, PhiOmega))
+            dz_in = torch.where(keep[:, None], dz_in, 0.0)
 
-        # one GEMM over the batch: no (B, N, m) intermediate
-        dS = -(U.permute(1, 0, 2).reshape(N, B * k) @ Omega.reshape(B * k, -1)
-               + V.permute(1, 0, 2).reshape(N, B * k) @ Phi.reshape(B * k, -1))
+        # dS = -sum_i (U_i Omega_i + V_i Phi_i): one GEMM over the batch, no (B, N, m) intermediate
+        OmegaPhi = PhiOmega.flip(1).reshape(-1, 2 * B * k)  # (m, 2Bk): Omega^T, Phi^T
+        dS = -(UV.view(N, -1) @ OmegaPhi.T)
         return dS, dz_in, None, None, None, None, None, None, None, None
 
 
