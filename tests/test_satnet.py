@@ -102,6 +102,32 @@ def test_cpu_backend_matches_reference(dtype, tol, k):
         assert torch.allclose(a, b, atol=tol * max(1.0, a.abs().max().item()), rtol=0)
 
 
+@pytest.mark.parametrize("precision", ["bf16x3", "fp32"])
+def test_cpu_precisions_match_the_reference(precision, monkeypatch):
+    """Both float32 paths (AMX tiles with bf16x3 products and fp32 sums, where the CPU has
+    them; the fp32 vector tile), at a rank the AMX path takes (k=32) and a few hundred free
+    variables, against the reference run in float32 from the same start: values and gradients
+    to the float32 tolerance of the tests above (measured: fp32 about 1e-5 of the largest
+    value, bf16x3 about 1e-4)."""
+    from satground.satnet import cpu
+    if precision == "bf16x3" and not cpu.bf16x3_available():
+        pytest.skip("no AMX tiles on this CPU: the fp32 test covers the path it runs")
+    monkeypatch.setenv("SATGROUND_CPU_PRECISION", precision)
+    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=60, eps=1e-6)
+    z, is_input, w = random_problem(300, 4, 5, torch.float32)
+    expected = value_and_grads(ref, z, is_input, w)
+    for a, b in zip(expected, value_and_grads(layer, z, is_input, w)):
+        assert torch.allclose(a, b, atol=1e-3 * max(1.0, a.abs().max().item()), rtol=0)
+
+
+def test_cpu_precision_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
+    layer = SATNet(10, 12, 2, backend="cpu")
+    z, is_input, _ = random_problem(10, 2, 0, torch.float32)
+    with pytest.raises(ValueError, match="SATGROUND_CPU_PRECISION must be one of"):
+        layer(z, is_input)
+
+
 def test_cpu_backend_matches_reference_with_early_stopping():
     ref, cpu = layer_pair("cpu", 30, 40, 8, torch.float64, max_iter=200, eps=1e-3)
     z, is_input, w = random_problem(30, 5, 3)

@@ -6,7 +6,7 @@ auxiliary ones. Inputs are fixed to v_i = -cos(pi z_i) e_0 + sign * sin(pi z_i) 
 variables are found by coordinate descent, and the output is z_i = arccos(-v_i . v_0) / pi.
 
 The backward pass differentiates the fixed point implicitly (see `MixingFunction.backward`).
-The coordinate-descent loops live in interchangeable backends (reference PyTorch, numba CPU,
+The coordinate-descent loops live in interchangeable backends (reference PyTorch, C CPU,
 Triton GPU); everything around them (initialisation, outputs, gradients of S and z) is here,
 shared, so the backends differ only in how fast they run those loops.
 """
@@ -176,7 +176,7 @@ class SATNet(nn.Module):
     stopping rule (eps relative to the first sweep's decrease); prox_lam: diagonal added in the
     backward solve; weight_normalize: the published init scaling. zero_input_outputs: return 0
     at input positions (the ungrounded model, Appendix B: values elsewhere and gradients into S
-    are the same; input predictions then come from the classifier). backend: "auto" (numba on
+    are the same; input predictions then come from the classifier). backend: "auto" (the C kernel on
     CPU, Triton on CUDA), "reference", "cpu" or "gpu"; cpu and gpu compute in float32 or
     float64 (S's dtype), the reference in any float dtype. k: vector rank (the published code: 32).
 

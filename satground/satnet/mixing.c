@@ -15,12 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef REAL
+#ifdef DOUBLE
+#define REAL double
+#else
 #define REAL float
 #endif
 #define LANES ((int)(64 / sizeof(REAL))) /* one 512-bit vector */
-#define ROWS 12 /* rows per group: the tile is 24 of the 32 vector registers */
+#define TROWS 12    /* rows of the vector tile (a group): 24 of the 32 vector registers */
+#define AMX_ROWS 16 /* rows of an AMX tile (a group on that path) */
 #define TINY ((REAL)1e-12)
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && !defined(DOUBLE)
+#define AMX 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 typedef REAL vec __attribute__((vector_size(64)));
 
@@ -37,29 +47,29 @@ static REAL *zeroed(size_t count)
     return p;
 }
 
-/* out[r][c0 : c0 + nv * LANES] = sum_j P[j][r] X[j][c0 : ...], r < ROWS; nv is 1 or 2. */
+/* out[r][c0 : c0 + nv * LANES] = sum_j P[j][r] X[j][c0 : ...], r < TROWS; nv is 1 or 2. */
 static inline __attribute__((always_inline)) void
 tile(const REAL *P, const REAL *X, int n, int kp, int c0, int nv, REAL *out)
 {
-    vec acc[ROWS][2];
-    for (int r = 0; r < ROWS; r++)
+    vec acc[TROWS][2];
+    for (int r = 0; r < TROWS; r++)
         acc[r][0] = acc[r][1] = (vec){0};
     for (int j = 0; j < n; j++) {
         const vec *x = (const vec *)(X + (size_t)j * kp + c0);
         vec x0 = x[0], x1 = nv == 2 ? x[1] : x[0];
-        const REAL *p = P + (size_t)j * ROWS;
-        for (int r = 0; r < ROWS; r++) {
+        const REAL *p = P + (size_t)j * TROWS;
+        for (int r = 0; r < TROWS; r++) {
             acc[r][0] += p[r] * x0;
             if (nv == 2)
                 acc[r][1] += p[r] * x1;
         }
     }
-    for (int r = 0; r < ROWS; r++)
+    for (int r = 0; r < TROWS; r++)
         for (int v = 0; v < nv; v++)
             *(vec *)(out + (size_t)r * kp + c0 + v * LANES) = acc[r][v];
 }
 
-/* out (ROWS x kp) = a group's panel (n x ROWS) transposed times X (n x kp). */
+/* out (TROWS x kp) = a group's panel (n x TROWS) transposed times X (n x kp). */
 static void group_times(const REAL *panel, const REAL *X, int n, int kp, REAL *out)
 {
     int c0 = 0;
@@ -69,65 +79,246 @@ static void group_times(const REAL *panel, const REAL *X, int n, int kp, REAL *o
         tile(panel, X, n, kp, c0, 1, out);
 }
 
-/* panels[g][j][r] = C[rows[g * ROWS + r]][cols[j]] for every group g of ROWS rows, zero for
+/* panels[g][j][r] = C[rows[g * TROWS + r]][cols[j]] for every group g of TROWS rows, zero for
  * rows past n: the rows of C read once each, the panels written in order. */
 static void pack(const REAL *C, int N, const int *rows, int n, const int *cols, int ncols,
                  REAL *panels)
 {
-    int groups = (n + ROWS - 1) / ROWS;
-    for (int i = 0; i < groups * ROWS; i++) {
-        REAL *out = panels + (size_t)(i / ROWS) * ncols * ROWS + i % ROWS;
+    int groups = (n + TROWS - 1) / TROWS;
+    for (int i = 0; i < groups * TROWS; i++) {
+        REAL *out = panels + (size_t)(i / TROWS) * ncols * TROWS + i % TROWS;
         if (i >= n) {
             for (int j = 0; j < ncols; j++)
-                out[(size_t)j * ROWS] = 0;
+                out[(size_t)j * TROWS] = 0;
             continue;
         }
         const REAL *row = C + (size_t)rows[i] * N;
         for (int j = 0; j < ncols; j++)
-            out[(size_t)j * ROWS] = row[cols[j]];
+            out[(size_t)j * TROWS] = row[cols[j]];
     }
 }
 
 struct sample {
-    int nf, nx, kp, groups;
+    int nf, nx, kp, amx;
+    int R, groups; /* rows per group (TROWS, or AMX_ROWS on the AMX path), and groups */
     int *f;  /* free variables, in visiting order */
     int *x;  /* fixed variables */
-    REAL *P; /* panels of the free rows of C over the free columns (pack) */
+    REAL *D; /* each group's block of C: D[g][a][b] = C[f[g * R + a]][f[g * R + b]] */
+    REAL *P; /* vector tile: panels of the free rows of C over the free columns (pack) */
+#ifdef AMX
+    int depth;           /* nf rounded up to 32: the AMX tiles' depth */
+    uint16_t *Ahi, *Alo; /* C's free rows as bf16 pairs (bf16x3): [g][r][depth] */
+    uint16_t *Xhi, *Xlo; /* the swept vectors as bf16 pairs, rows interleaved: [j / 2][c][j % 2] */
+#endif
 };
+
+#define COEF(s, g, a, b) ((s)->D[((size_t)(g) * (s)->R + (a)) * (s)->R + (b)])
 
 static void sample_free(struct sample *s)
 {
     free(s->f);
     free(s->x);
+    free(s->D);
     free(s->P);
+#ifdef AMX
+    free(s->Ahi);
+    free(s->Alo);
+    free(s->Xhi);
+    free(s->Xlo);
+#endif
 }
 
-static int sample_init(struct sample *s, const REAL *C, int N, int k, const int64_t *order,
-                       const uint8_t *is_free)
+#ifdef AMX
+/* bf16x3: x = hi + lo, both bf16 (rounded to nearest even), to about 2^-17 relative; a product
+ * is hi*hi + hi*lo + lo*hi, to about 2^-16 relative, with fp32 sums in the AMX tiles. */
+static inline uint16_t bf16(float x)
 {
-    s->nf = s->nx = 0;
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+
+static inline float widen(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+static inline void split(float x, uint16_t *hi, uint16_t *lo)
+{
+    *hi = bf16(x);
+    *lo = bf16(x - widen(*hi));
+}
+
+/* AMX use needs the kernel's leave, once per process (Linux 5.16+). */
+static int amx_permitted(void)
+{
+    static int state; /* 0 not asked yet, 1 granted, -1 refused */
+    if (!state)
+        state = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                        18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;
+    return state > 0;
+}
+
+static void amx_configure(void) /* six 16 x 64-byte tiles, for this thread */
+{
+    struct {
+        uint8_t palette, start, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg = {.palette = 1};
+    for (int t = 0; t < 6; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* x_q changed: its bf16 pair in the tiles' operand */
+static void amx_set_row(struct sample *s, int q, const REAL *xq)
+{
+    size_t at = (size_t)(q / 2) * 64 + (q & 1);
+    for (int c = 0; c < 32; c++)
+        split(xq[c], s->Xhi + at + 2 * c, s->Xlo + at + 2 * c);
+}
+
+/* out (AMX_ROWS x 32) = the group's rows of C times X, from the bf16 pairs: tiles 0, 1 hold the
+ * two 16-column halves of the sums, 2, 3 C's hi and lo, 4, 5 X's hi and lo. */
+static void amx_times(const struct sample *s, int grp, REAL *out)
+{
+    const uint16_t *ahi = s->Ahi + (size_t)grp * AMX_ROWS * s->depth;
+    const uint16_t *alo = s->Alo + (size_t)grp * AMX_ROWS * s->depth;
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int j0 = 0; j0 < s->depth; j0 += 32) {
+        const uint16_t *bhi = s->Xhi + (size_t)j0 * 32, *blo = s->Xlo + (size_t)j0 * 32;
+        _tile_loadd(2, ahi + j0, s->depth * 2);
+        _tile_loadd(3, alo + j0, s->depth * 2);
+        _tile_loadd(4, bhi, 128);
+        _tile_loadd(5, blo, 128);
+        _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(0, 2, 5);
+        _tile_dpbf16ps(0, 3, 4);
+        _tile_loadd(4, bhi + 32, 128);
+        _tile_loadd(5, blo + 32, 128);
+        _tile_dpbf16ps(1, 2, 4);
+        _tile_dpbf16ps(1, 2, 5);
+        _tile_dpbf16ps(1, 3, 4);
+    }
+    _tile_stored(0, out, 128);
+    _tile_stored(1, out + 16, 128);
+}
+
+static int amx_init(struct sample *s, const REAL *C, int N)
+{
+    s->depth = (s->nf + 31) / 32 * 32;
+    size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * 32;
+    s->Ahi = aligned_alloc(64, a * 2 + 64);
+    s->Alo = aligned_alloc(64, a * 2 + 64);
+    s->Xhi = aligned_alloc(64, x * 2 + 64);
+    s->Xlo = aligned_alloc(64, x * 2 + 64);
+    if (!s->Ahi || !s->Alo || !s->Xhi || !s->Xlo)
+        return -1;
+    memset(s->Xhi, 0, x * 2);
+    memset(s->Xlo, 0, x * 2);
+    for (int i = 0; i < s->groups * AMX_ROWS; i++) {
+        uint16_t *hi = s->Ahi + (size_t)i * s->depth, *lo = s->Alo + (size_t)i * s->depth;
+        const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
+        for (int j = 0; j < s->depth; j++)
+            split(i < s->nf && j < s->nf ? row[s->f[j]] : 0, hi + j, lo + j);
+    }
+    return 0;
+}
+#endif
+
+/* bf16x3: use the AMX tiles where this build, this machine and k allow. */
+static int sample_init(struct sample *s, const REAL *C, int N, int k, const int64_t *order,
+                       const uint8_t *is_free, int bf16x3)
+{
+    memset(s, 0, sizeof(*s));
     s->kp = (k + LANES - 1) / LANES * LANES;
     s->f = malloc(sizeof(int) * N);
     s->x = malloc(sizeof(int) * N);
-    s->P = NULL;
-    if (!s->f || !s->x) {
-        sample_free(s);
+    if (!s->f || !s->x)
         return -1;
-    }
     for (int p = 0; p < N; p++)
         if (is_free[order[p]])
             s->f[s->nf++] = (int)order[p];
     for (int i = 0; i < N; i++)
         if (!is_free[i])
             s->x[s->nx++] = i;
-    s->groups = (s->nf + ROWS - 1) / ROWS;
-    s->P = alloc((size_t)s->groups * ROWS * s->nf);
-    if (!s->P) {
-        sample_free(s);
+#ifdef AMX
+    s->amx = bf16x3 && s->kp == 32 && amx_permitted();
+#else
+    (void)bf16x3;
+#endif
+    s->R = s->amx ? AMX_ROWS : TROWS;
+    s->groups = (s->nf + s->R - 1) / s->R;
+    s->D = alloc((size_t)s->groups * s->R * s->R);
+    if (!s->D)
         return -1;
-    }
+    for (int g = 0; g < s->groups; g++)
+        for (int a = 0; a < s->R; a++)
+            for (int b = 0; b < s->R; b++) {
+                int qa = g * s->R + a, qb = g * s->R + b;
+                COEF(s, g, a, b) = qa < s->nf && qb < s->nf
+                                       ? C[(size_t)s->f[qa] * N + s->f[qb]] : 0;
+            }
+#ifdef AMX
+    if (s->amx)
+        return amx_init(s, C, N);
+#endif
+    s->P = alloc((size_t)s->groups * TROWS * s->nf);
+    if (!s->P)
+        return -1;
     pack(C, N, s->f, s->nf, s->f, s->nf, s->P);
     return 0;
+}
+
+/* out (R x kp) = group grp's rows of C times X (the swept vectors, nf x kp) */
+static void group_product(const struct sample *s, int grp, const REAL *X, REAL *out)
+{
+#ifdef AMX
+    if (s->amx) {
+        amx_times(s, grp, out);
+        return;
+    }
+#endif
+    group_times(s->P + (size_t)grp * s->nf * TROWS, X, s->nf, s->kp, out);
+}
+
+/* the AMX tiles' configuration, held by this thread while a sample's sweeps run */
+static void amx_begin(const struct sample *s)
+{
+#ifdef AMX
+    if (s->amx)
+        amx_configure();
+#else
+    (void)s;
+#endif
+}
+
+static void amx_end(const struct sample *s)
+{
+#ifdef AMX
+    if (s->amx)
+        _tile_release();
+#else
+    (void)s;
+#endif
+}
+
+/* x_q changed (or was set): keep the AMX operand in step */
+static inline void changed(struct sample *s, int q, const REAL *xq)
+{
+#ifdef AMX
+    if (s->amx)
+        amx_set_row(s, q, xq);
+#else
+    (void)s, (void)q, (void)xq;
+#endif
 }
 
 /* out[q] = X[idx[q]] for q < n: rows of length k, out's padded to kp */
@@ -143,19 +334,20 @@ static void scatter(const int *idx, int n, const REAL *X, int k, int kp, REAL *o
         memcpy(out + (size_t)idx[q] * k, X + (size_t)q * kp, sizeof(REAL) * k);
 }
 
-/* F (groups * ROWS x kp): every free variable's g from the fixed variables alone,
+/* F (nf rounded up to TROWS, x kp): every free variable's g from the fixed variables alone,
  * F_q = sum_{j fixed} C_{f[q], j} v_j, with the same tile. Returns 0, or -1 out of memory. */
 static int fixed_part(const struct sample *s, const REAL *C, int N, const REAL *V, int k,
                       REAL *F)
 {
-    REAL *panels = alloc((size_t)s->groups * ROWS * s->nx), *Vx = zeroed((size_t)s->nx * s->kp);
+    int groups = (s->nf + TROWS - 1) / TROWS;
+    REAL *panels = alloc((size_t)groups * TROWS * s->nx), *Vx = zeroed((size_t)s->nx * s->kp);
     int status = panels && Vx ? 0 : -1;
     if (!status) {
         gather(s->x, s->nx, V, k, s->kp, Vx);
         pack(C, N, s->f, s->nf, s->x, s->nx, panels);
-        for (int g = 0; g < s->groups; g++)
-            group_times(panels + (size_t)g * s->nx * ROWS, Vx, s->nx, s->kp,
-                        F + (size_t)g * ROWS * s->kp);
+        for (int g = 0; g < groups; g++)
+            group_times(panels + (size_t)g * s->nx * TROWS, Vx, s->nx, s->kp,
+                        F + (size_t)g * TROWS * s->kp);
     }
     free(panels);
     free(Vx);
@@ -163,7 +355,7 @@ static int fixed_part(const struct sample *s, const REAL *C, int N, const REAL *
 }
 
 /* The forward's sweeps on the compact arrays; returns the sweeps run. */
-static int forward_sweeps(const struct sample *s, int kp, REAL *Vc, const REAL *Fc, REAL *g,
+static int forward_sweeps(struct sample *s, int kp, REAL *Vc, const REAL *Fc, REAL *g,
                           REAL *dv, int max_iter, REAL eps, REAL *gnrm)
 {
     int nf = s->nf, sweeps = 0;
@@ -171,11 +363,10 @@ static int forward_sweeps(const struct sample *s, int kp, REAL *Vc, const REAL *
     for (int sweep = 0; sweep < max_iter; sweep++) {
         REAL delta = 0;
         for (int grp = 0; grp < s->groups; grp++) {
-            int q0 = grp * ROWS, rows = nf - q0 < ROWS ? nf - q0 : ROWS;
-            const REAL *panel = s->P + (size_t)grp * nf * ROWS;
-            group_times(panel, Vc, nf, kp, g);
+            int q0 = grp * s->R, rows = nf - q0 < s->R ? nf - q0 : s->R;
+            group_product(s, grp, Vc, g);
             for (int r = 0; r < rows; r++) { /* the fixed part, and no self-term */
-                REAL cqq = panel[(size_t)(q0 + r) * ROWS + r];
+                REAL cqq = COEF(s, grp, r, r);
                 const REAL *fq = Fc + (size_t)(q0 + r) * kp, *vq = Vc + (size_t)(q0 + r) * kp;
                 for (int c = 0; c < kp; c++)
                     g[r * kp + c] += fq[c] - cqq * vq[c];
@@ -196,11 +387,12 @@ static int forward_sweeps(const struct sample *s, int kp, REAL *Vc, const REAL *
                     d2 += dv[c] * dv[c];
                     vq[c] = v_new;
                 }
+                changed(s, q, vq);
                 gnrm[s->f[q]] = gn;
                 delta += gn * d2; /* the objective's decrease from this update */
                 /* the group's later rows see this update, as the sequential order requires */
                 for (int p = r + 1; p < rows; p++) {
-                    REAL cpq = panel[(size_t)q * ROWS + p];
+                    REAL cpq = COEF(s, grp, r, p);
                     for (int c = 0; c < kp; c++)
                         g[p * kp + c] += cpq * dv[c];
                 }
@@ -216,18 +408,17 @@ static int forward_sweeps(const struct sample *s, int kp, REAL *Vc, const REAL *
 }
 
 /* The backward's sweeps on the compact arrays. */
-static void backward_sweeps(const struct sample *s, int kp, REAL *Uc, const REAL *Vc,
+static void backward_sweeps(struct sample *s, int kp, REAL *Uc, const REAL *Vc,
                             const REAL *Ac, REAL *h, REAL *du, int sweeps, const REAL *gnrm,
                             REAL prox_lam)
 {
     int nf = s->nf;
     for (int sweep = 0; sweep < sweeps; sweep++) {
         for (int grp = 0; grp < s->groups; grp++) {
-            int q0 = grp * ROWS, rows = nf - q0 < ROWS ? nf - q0 : ROWS;
-            const REAL *panel = s->P + (size_t)grp * nf * ROWS;
-            group_times(panel, Uc, nf, kp, h);
+            int q0 = grp * s->R, rows = nf - q0 < s->R ? nf - q0 : s->R;
+            group_product(s, grp, Uc, h);
             for (int r = 0; r < rows; r++) { /* no self-term */
-                REAL cqq = panel[(size_t)(q0 + r) * ROWS + r];
+                REAL cqq = COEF(s, grp, r, r);
                 const REAL *uq = Uc + (size_t)(q0 + r) * kp;
                 for (int c = 0; c < kp; c++)
                     h[r * kp + c] -= cqq * uq[c];
@@ -245,8 +436,9 @@ static void backward_sweeps(const struct sample *s, int kp, REAL *Uc, const REAL
                     du[c] = u_new - uq[c];
                     uq[c] = u_new;
                 }
+                changed(s, q, uq);
                 for (int p = r + 1; p < rows; p++) {
-                    REAL cpq = panel[(size_t)q * ROWS + p];
+                    REAL cpq = COEF(s, grp, r, p);
                     for (int c = 0; c < kp; c++)
                         h[p * kp + c] += cpq * du[c];
                 }
@@ -258,20 +450,26 @@ static void backward_sweeps(const struct sample *s, int kp, REAL *Uc, const REAL
 /* Forward sweeps, in place on V (N x k) and gnrm (N). Returns the sweeps run, or -1 when out
  * of memory. */
 int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
-                REAL *V, int max_iter, REAL eps, REAL *gnrm)
+                REAL *V, int max_iter, REAL eps, REAL *gnrm, int bf16x3)
 {
     struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free))
+    if (sample_init(&s, C, N, k, order, is_free, bf16x3)) {
+        sample_free(&s);
         return -1;
+    }
     int nf = s.nf, kp = s.kp, sweeps;
-    REAL *Vc = zeroed((size_t)nf * kp), *Fc = zeroed((size_t)s.groups * ROWS * kp);
-    REAL *g = zeroed((size_t)ROWS * kp), *dv = zeroed(kp);
+    REAL *Vc = zeroed((size_t)nf * kp), *Fc = zeroed((size_t)(nf + TROWS) * kp);
+    REAL *g = zeroed((size_t)AMX_ROWS * kp), *dv = zeroed(kp);
     if (!Vc || !Fc || !g || !dv || fixed_part(&s, C, N, V, k, Fc)) {
         sweeps = -1;
         goto done;
     }
     gather(s.f, nf, V, k, kp, Vc);
+    for (int q = 0; q < nf; q++)
+        changed(&s, q, Vc + (size_t)q * kp);
+    amx_begin(&s);
     sweeps = forward_sweeps(&s, kp, Vc, Fc, g, dv, max_iter, eps, gnrm);
+    amx_end(&s);
     scatter(s.f, nf, Vc, k, kp, V);
 done:
     free(Vc);
@@ -286,22 +484,26 @@ done:
  * fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
 int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
                  const REAL *V, const REAL *gnrm, const REAL *a, int sweeps, REAL prox_lam,
-                 REAL *U)
+                 REAL *U, int bf16x3)
 {
     struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free))
+    if (sample_init(&s, C, N, k, order, is_free, bf16x3)) {
+        sample_free(&s);
         return -1;
+    }
     int nf = s.nf, kp = s.kp, status = 0;
     REAL *Vc = zeroed((size_t)nf * kp), *Ac = zeroed((size_t)nf * kp);
     REAL *Uc = zeroed((size_t)nf * kp);
-    REAL *h = zeroed((size_t)ROWS * kp), *du = zeroed(kp);
+    REAL *h = zeroed((size_t)AMX_ROWS * kp), *du = zeroed(kp);
     if (!Vc || !Ac || !Uc || !h || !du) {
         status = -1;
         goto done;
     }
     gather(s.f, nf, V, k, kp, Vc);
     gather(s.f, nf, a, k, kp, Ac);
+    amx_begin(&s); /* U starts at 0: so do its bf16 pairs */
     backward_sweeps(&s, kp, Uc, Vc, Ac, h, du, sweeps, gnrm, prox_lam);
+    amx_end(&s);
     scatter(s.f, nf, Uc, k, kp, U);
 done:
     free(Vc);
@@ -311,4 +513,14 @@ done:
     free(du);
     sample_free(&s);
     return status;
+}
+
+/* 1 where the float build runs the bf16x3 AMX tiles (k up to 32), else 0 */
+int bf16x3_available(void)
+{
+#ifdef AMX
+    return amx_permitted();
+#else
+    return 0;
+#endif
 }
