@@ -128,6 +128,21 @@ def test_cpu_precision_setting_is_checked(monkeypatch):
         layer(z, is_input)
 
 
+@pytest.mark.parametrize("cc,message", [("/nonexistent/cc", "no C compiler"),
+                                        ("false", "failed")])
+def test_cpu_kernel_without_a_working_compiler_says_so(cc, message, monkeypatch, tmp_path):
+    from satground.satnet import cpu
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.setattr(cpu, "_cache_dir", lambda: tmp_path)
+    cpu._library.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=message):
+            SATNet(10, 12, 2, backend="cpu")(*random_problem(10, 2, 0, torch.float32)[:2])
+    finally:
+        cpu._library.cache_clear()
+    assert list(tmp_path.iterdir()) == []  # no half-built library left behind
+
+
 def test_cpu_backend_matches_reference_with_early_stopping():
     ref, cpu = layer_pair("cpu", 30, 40, 8, torch.float64, max_iter=200, eps=1e-3)
     z, is_input, w = random_problem(30, 5, 3)
