@@ -1,14 +1,15 @@
 /* The CPU backend's sweeps: one sample's mixing-method forward and Gauss-Seidel backward over
- * its free variables only. Compiled at first use by cpu.py, once with REAL=float and once with
- * REAL=double; cpu.py holds the math and the per-sample threading.
+ * its free variables only. Compiled at first use by cpu.py, once for float32 and once with
+ * -DDOUBLE; cpu.py holds the math and the per-sample threading.
  *
  * Both passes update row q from g_q = sum_{j != q} C_qj x_j over the free variables, rows before
  * q already updated (the fixed variables' share of the forward's g is computed once, as F).
- * Rows are taken ROWS at a time: the group's g's are first computed from the vectors as they
- * stand, by a register-tiled kernel (ROWS x 2 vectors of running sums in registers, the group's
- * rows of C broadcast from a packed panel, each vector streamed once per group); then each row
- * is updated in turn and its change pushed into the g's of the group's later rows, exactly as
- * the sequential order requires.
+ * Rows are taken a group at a time: the group's g's are first computed from the vectors as they
+ * stand, by one tiled product, then each row is updated in turn and its change pushed into the
+ * g's of the group's later rows, exactly as the sequential order requires. The product runs on
+ * the vector tile (TROWS x 2 vectors of running sums in registers, the group's rows of C
+ * broadcast from a packed panel, each vector streamed once per group) or, for float32 where the
+ * CPU has AMX-BF16, on AMX tiles with bf16x3 products (see amx_times).
  */
 #include <math.h>
 #include <stdint.h>
