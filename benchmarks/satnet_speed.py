@@ -158,7 +158,7 @@ def main():
         line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps))
     reference = next((r for r in results if r["backend"] == "reference"), None)
-    ours_vs = {(r["sweeps"], r["eps"]): r for r in results if r["backend"] == "published"}
+    published_runs = {(r["sweeps"], r["eps"]): r for r in results if r["backend"] == "published"}
     small = args.batch * (n_vars * k + k * args.m) * 4 / 2**20
     large = args.batch * n_vars * args.m * 4 / 2**20
     print(f"{'backend':<10} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
@@ -167,7 +167,7 @@ def main():
         same = reference and r["sweeps"] == reference["sweeps"]
         speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                    if same else "-")
-        pub = ours_vs.get((r["sweeps"], r["eps"]))
+        pub = published_runs.get((r["sweeps"], r["eps"]))
         vs_published = (f"{pub['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                         if pub and r["backend"] != "published" else "-")
         sweeps = f"{r['sweeps']}" + (f" eps {r['eps']:g}" if r["eps"] else "")

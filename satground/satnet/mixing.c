@@ -106,11 +106,9 @@ struct sample {
     int *x;  /* fixed variables */
     REAL *D; /* each group's block of C: D[g][a][b] = C[f[g * R + a]][f[g * R + b]] */
     REAL *P; /* vector tile: panels of the free rows of C over the free columns (pack) */
-#ifdef AMX
-    int depth;           /* nf rounded up to 32: the AMX tiles' depth */
-    uint16_t *Ahi, *Alo; /* C's free rows as bf16 pairs (bf16x3): [g][r][depth] */
-    uint16_t *Xhi, *Xlo; /* the swept vectors as bf16 pairs, rows interleaved: [j / 2][c][j % 2] */
-#endif
+    int depth;           /* AMX: nf rounded up to 32, the tiles' depth */
+    uint16_t *Ahi, *Alo; /* AMX: C's free rows as bf16 pairs (bf16x3): [g][r][depth] */
+    uint16_t *Xhi, *Xlo; /* AMX: the swept vectors as bf16 pairs, rows interleaved: [j/2][c][j%2] */
 };
 
 #define COEF(s, g, a, b) ((s)->D[((size_t)(g) * (s)->R + (a)) * (s)->R + (b)])
@@ -121,12 +119,10 @@ static void sample_free(struct sample *s)
     free(s->x);
     free(s->D);
     free(s->P);
-#ifdef AMX
     free(s->Ahi);
     free(s->Alo);
     free(s->Xhi);
     free(s->Xlo);
-#endif
 }
 
 #ifdef AMX
@@ -175,6 +171,11 @@ static void amx_configure(void) /* six 16 x 64-byte tiles, for this thread */
         cfg.rows[t] = 16;
     }
     _tile_loadconfig(&cfg);
+}
+
+static void amx_release(void)
+{
+    _tile_release();
 }
 
 /* x_q changed: its bf16 pair in the tiles' operand */
@@ -232,6 +233,13 @@ static int amx_init(struct sample *s, const REAL *C, int N)
     }
     return 0;
 }
+#else /* a build without AMX: s->amx stays 0, so none of these runs */
+#define amx_permitted() 0
+#define amx_configure() ((void)0)
+#define amx_release() ((void)0)
+#define amx_set_row(s, q, xq) ((void)0)
+#define amx_times(s, grp, out) ((void)0)
+#define amx_init(s, C, N) (-1)
 #endif
 
 /* bf16x3: use the AMX tiles where this build, this machine and k allow. */
@@ -250,11 +258,7 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
     for (int i = 0; i < N; i++)
         if (!is_free[i])
             s->x[s->nx++] = i;
-#ifdef AMX
     s->amx = bf16x3 && s->kp == 32 && amx_permitted();
-#else
-    (void)bf16x3;
-#endif
     s->R = s->amx ? AMX_ROWS : TROWS;
     s->groups = (s->nf + s->R - 1) / s->R;
     s->D = alloc((size_t)s->groups * s->R * s->R);
@@ -267,10 +271,8 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
                 COEF(s, g, a, b) = qa < s->nf && qb < s->nf
                                        ? C[(size_t)s->f[qa] * N + s->f[qb]] : 0;
             }
-#ifdef AMX
     if (s->amx)
         return amx_init(s, C, N);
-#endif
     s->P = alloc((size_t)s->groups * TROWS * s->nf);
     if (!s->P)
         return -1;
@@ -281,45 +283,10 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
 /* out (R x kp) = group grp's rows of C times X (the swept vectors, nf x kp) */
 static void group_product(const struct sample *s, int grp, const REAL *X, REAL *out)
 {
-#ifdef AMX
-    if (s->amx) {
+    if (s->amx)
         amx_times(s, grp, out);
-        return;
-    }
-#endif
-    group_times(s->P + (size_t)grp * s->nf * TROWS, X, s->nf, s->kp, out);
-}
-
-/* the AMX tiles' configuration, held by this thread while a sample's sweeps run */
-static void amx_begin(const struct sample *s)
-{
-#ifdef AMX
-    if (s->amx)
-        amx_configure();
-#else
-    (void)s;
-#endif
-}
-
-static void amx_end(const struct sample *s)
-{
-#ifdef AMX
-    if (s->amx)
-        _tile_release();
-#else
-    (void)s;
-#endif
-}
-
-/* x_q changed (or was set): keep the AMX operand in step */
-static inline void changed(struct sample *s, int q, const REAL *xq)
-{
-#ifdef AMX
-    if (s->amx)
-        amx_set_row(s, q, xq);
-#else
-    (void)s, (void)q, (void)xq;
-#endif
+    else
+        group_times(s->P + (size_t)grp * s->nf * TROWS, X, s->nf, s->kp, out);
 }
 
 /* out[q] = X[idx[q]] for q < n: rows of length k, out's padded to kp */
@@ -356,10 +323,10 @@ static int fixed_part(const struct sample *s, const REAL *C, int N, const REAL *
 }
 
 /* The forward's sweeps on the compact arrays; returns the sweeps run. */
-static int forward_sweeps(struct sample *s, int kp, REAL *Vc, const REAL *Fc, REAL *g,
-                          REAL *dv, int max_iter, REAL eps, REAL *gnrm)
+static int forward_sweeps(struct sample *s, REAL *Vc, const REAL *Fc, REAL *g, REAL *dv,
+                          int max_iter, REAL eps, REAL *gnrm)
 {
-    int nf = s->nf, sweeps = 0;
+    int nf = s->nf, kp = s->kp, sweeps = 0;
     REAL threshold = 0;
     for (int sweep = 0; sweep < max_iter; sweep++) {
         REAL delta = 0;
@@ -388,7 +355,8 @@ static int forward_sweeps(struct sample *s, int kp, REAL *Vc, const REAL *Fc, RE
                     d2 += dv[c] * dv[c];
                     vq[c] = v_new;
                 }
-                changed(s, q, vq);
+                if (s->amx) /* keep the tiles' operand in step */
+                    amx_set_row(s, q, vq);
                 gnrm[s->f[q]] = gn;
                 delta += gn * d2; /* the objective's decrease from this update */
                 /* the group's later rows see this update, as the sequential order requires */
@@ -409,11 +377,10 @@ static int forward_sweeps(struct sample *s, int kp, REAL *Vc, const REAL *Fc, RE
 }
 
 /* The backward's sweeps on the compact arrays. */
-static void backward_sweeps(struct sample *s, int kp, REAL *Uc, const REAL *Vc,
-                            const REAL *Ac, REAL *h, REAL *du, int sweeps, const REAL *gnrm,
-                            REAL prox_lam)
+static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const REAL *Ac,
+                            REAL *h, REAL *du, int sweeps, const REAL *gnrm, REAL prox_lam)
 {
-    int nf = s->nf;
+    int nf = s->nf, kp = s->kp;
     for (int sweep = 0; sweep < sweeps; sweep++) {
         for (int grp = 0; grp < s->groups; grp++) {
             int q0 = grp * s->R, rows = nf - q0 < s->R ? nf - q0 : s->R;
@@ -437,7 +404,8 @@ static void backward_sweeps(struct sample *s, int kp, REAL *Uc, const REAL *Vc,
                     du[c] = u_new - uq[c];
                     uq[c] = u_new;
                 }
-                changed(s, q, uq);
+                if (s->amx)
+                    amx_set_row(s, q, uq);
                 for (int p = r + 1; p < rows; p++) {
                     REAL cpq = COEF(s, grp, r, p);
                     for (int c = 0; c < kp; c++)
@@ -466,11 +434,14 @@ int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t
         goto done;
     }
     gather(s.f, nf, V, k, kp, Vc);
-    for (int q = 0; q < nf; q++)
-        changed(&s, q, Vc + (size_t)q * kp);
-    amx_begin(&s);
-    sweeps = forward_sweeps(&s, kp, Vc, Fc, g, dv, max_iter, eps, gnrm);
-    amx_end(&s);
+    if (s.amx) {
+        for (int q = 0; q < nf; q++)
+            amx_set_row(&s, q, Vc + (size_t)q * kp);
+        amx_configure(); /* held by this thread while the sample's sweeps run */
+    }
+    sweeps = forward_sweeps(&s, Vc, Fc, g, dv, max_iter, eps, gnrm);
+    if (s.amx)
+        amx_release();
     scatter(s.f, nf, Vc, k, kp, V);
 done:
     free(Vc);
@@ -502,9 +473,11 @@ int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_
     }
     gather(s.f, nf, V, k, kp, Vc);
     gather(s.f, nf, a, k, kp, Ac);
-    amx_begin(&s); /* U starts at 0: so do its bf16 pairs */
-    backward_sweeps(&s, kp, Uc, Vc, Ac, h, du, sweeps, gnrm, prox_lam);
-    amx_end(&s);
+    if (s.amx) /* U starts at 0: so do its bf16 pairs */
+        amx_configure();
+    backward_sweeps(&s, Uc, Vc, Ac, h, du, sweeps, gnrm, prox_lam);
+    if (s.amx)
+        amx_release();
     scatter(s.f, nf, Uc, k, kp, U);
 done:
     free(Vc);
@@ -519,9 +492,5 @@ done:
 /* 1 where the float build runs the bf16x3 AMX tiles (k up to 32), else 0 */
 int bf16x3_available(void)
 {
-#ifdef AMX
     return amx_permitted();
-#else
-    return 0;
-#endif
 }
