@@ -136,8 +136,8 @@ def test_nonfinite_outputs_raise(monkeypatch):
 
     solve = reference.mix_forward
 
-    def broken(S, V, free, order, max_iter, eps):
-        V, gnrm, iters = solve(S, V, free, order, max_iter, eps)
+    def broken(C, V, free, order, max_iter, eps):
+        V, gnrm, iters = solve(C, V, free, order, max_iter, eps)
         V[2] = math.nan
         return V, gnrm, iters
 

@@ -134,12 +134,12 @@ def test_cpu_kernel_without_a_working_compiler_says_so(cc, message, monkeypatch,
     from satground.satnet import cpu
     monkeypatch.setenv("CC", cc)
     monkeypatch.setattr(cpu, "_cache_dir", lambda: tmp_path)
-    cpu._library.cache_clear()
+    cpu._build.cache_clear()
     try:
         with pytest.raises(RuntimeError, match=message):
             SATNet(10, 12, 2, backend="cpu")(*random_problem(10, 2, 0, torch.float32)[:2])
     finally:
-        cpu._library.cache_clear()
+        cpu._build.cache_clear()
     assert list(tmp_path.iterdir()) == []  # no half-built library left behind
 
 

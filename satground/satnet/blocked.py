@@ -26,8 +26,7 @@ import torch
 BLOCK = 64
 
 
-def _permuted(S, order, *per_var):
-    C = S @ S.T
+def _permuted(C, order, *per_var):
     C = C[order][:, order].contiguous()
     return C, [x[:, order].transpose(0, 1).contiguous() for x in per_var]
 
@@ -39,9 +38,9 @@ def _unpermute(order, x):
     return out.transpose(0, 1).contiguous()
 
 
-def mix_forward(S, V, free, order, max_iter, eps, block_kernel):
-    N, B = S.shape[0], V.shape[0]
-    C, (Vp, freep) = _permuted(S.detach(), order, V, free)
+def mix_forward(C, V, free, order, max_iter, eps, block_kernel):
+    N, B = C.shape[0], V.shape[0]
+    C, (Vp, freep) = _permuted(C, order, V, free)
     flat = Vp.view(N, -1)
     gnrm = torch.zeros(N, B, dtype=V.dtype, device=V.device)
     iters = torch.zeros(B, dtype=torch.long, device=V.device)
@@ -64,9 +63,9 @@ def mix_forward(S, V, free, order, max_iter, eps, block_kernel):
     return _unpermute(order, Vp), _unpermute(order, gnrm), iters
 
 
-def mix_backward(S, V, gnrm, free, order, iters, prox_lam, a, block_kernel):
-    N, B = S.shape[0], V.shape[0]
-    C, (Vp, freep, gnrmp, ap) = _permuted(S.detach(), order, V, free, gnrm, a)
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, block_kernel):
+    N, B = C.shape[0], V.shape[0]
+    C, (Vp, freep, gnrmp, ap) = _permuted(C, order, V, free, gnrm, a)
     Up = torch.zeros_like(Vp)
     flat = Up.view(N, -1)
     dU = torch.empty(BLOCK, *Vp.shape[1:], dtype=V.dtype, device=V.device)

@@ -12,9 +12,12 @@ pushed into the g's of the group's later rows, exactly as the sequential order r
 Variables are visited in the reference's order, so results agree with it up to float rounding.
 The product runs on one of two tiles:
 
-- the vector tile (any CPU, float32 and float64): 12 rows x 32 columns of running sums in 24 of
-  the 32 AVX-512 registers, the group's rows of C broadcast from a packed panel, each vector
-  streamed once per group;
+- the vector tile (float32 and float64): TROWS rows x TVECS vectors of running sums, sized to the
+  target's register file as BLIS sizes its micro-kernels, chosen at compile time from the
+  compiler's ISA macros: AVX-512 12 x 2 zmm, AVX2/FMA 6 x 2 ymm, AArch64 NEON 8 x 3 q registers,
+  SSE 4 x 2 xmm, and a portable 4 x 2 of the compiler's generic vectors for anything else; the
+  group's rows of C are broadcast from a packed panel, each vector streamed once per group
+  (`tile_shape()` names the one built);
 - AMX tiles (float32, k up to 32, CPUs with AMX-BF16, e.g. Sapphire Rapids Xeons): 16 rows, each
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
   product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"). That is about 1e-4 of
@@ -28,9 +31,11 @@ while they do (numba's and torch's thread pools switching every block once ran 3
 
 Why C rather than numba: numba's vectoriser kept its tile at 256 bits and could not hold a tile
 of vector accumulators in registers, so it ran at about a third of a GEMM's rate. The source is
-compiled with the system's C compiler (`cc`, or $CC) at first use, for this CPU (-march=native),
-and cached under __pycache__ as numba caches: no build step at install, and a tree moved to
-another machine recompiles rather than run foreign instructions.
+compiled with the system's C compiler (`cc`, or $CC) at first use, for this CPU (-march=native,
+or -mcpu=native off x86) or for the target SATGROUND_CPU_TARGET names (an x86-64 level such as
+x86-64-v3, to run the AVX2 build on an AVX-512 machine), and cached under __pycache__ as numba
+caches: no build step at install, and a tree moved to another machine recompiles rather than
+run foreign instructions.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shlex
 import subprocess
 import tempfile
@@ -50,10 +56,50 @@ import torch
 SOURCE = Path(__file__).with_name("mixing.c")
 # reassociation lets the row updates' dot products vectorise (as numba's fastmath did); nothing
 # assumes finite values, so a degenerate sample still shows up as non-finite
-CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-std=gnu11", "-shared", "-fPIC",
-          "-fno-math-errno", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math"]
+CFLAGS = ["-O3", "-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-fassociative-math",
+          "-fno-signed-zeros", "-fno-trapping-math"]
+# x86 only: lets the element-wise loops use 512-bit vectors where the target has them
+X86_FLAGS = ["-mprefer-vector-width=512"]
 REAL = {torch.float32: "float", torch.float64: "double"}
 PRECISIONS = ("bf16x3", "fp32")
+# what each x86-64 level needs of the host (llvmlite's feature names), so that a build this CPU
+# cannot run is refused with a line rather than killing the process with SIGILL
+X86_LEVELS = {
+    "x86-64": (),
+    "x86-64-v2": ("sse4.2", "ssse3", "popcnt", "cx16"),
+    "x86-64-v3": ("sse4.2", "ssse3", "popcnt", "cx16", "avx", "avx2", "fma", "bmi", "bmi2",
+                  "f16c", "lzcnt", "movbe"),
+    "x86-64-v4": ("sse4.2", "ssse3", "popcnt", "cx16", "avx", "avx2", "fma", "bmi", "bmi2",
+                  "f16c", "lzcnt", "movbe", "avx512f", "avx512bw", "avx512cd", "avx512dq",
+                  "avx512vl"),
+}
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
+
+
+def host_features() -> set[str]:
+    """This CPU's features, by llvmlite's names (avx2, avx512f, ...)."""
+    return {name for name, on in llvmlite.binding.get_host_cpu_features().items() if on}
+
+
+def target() -> str:
+    """SATGROUND_CPU_TARGET: `native` (the default: this CPU) or a compiler -march value; an
+    x86-64 level this CPU lacks is refused here, before anything is compiled or loaded."""
+    value = os.environ.get("SATGROUND_CPU_TARGET", "native").strip() or "native"
+    missing = [f for f in X86_LEVELS.get(value, ()) if f not in host_features()]
+    if missing:
+        raise RuntimeError(f"SATGROUND_CPU_TARGET={value}: this CPU lacks {', '.join(missing)}; "
+                           f"use native or a lower level")
+    return value
+
+
+def compile_flags(dtype: torch.dtype, march: str) -> list[str]:
+    """The compiler flags of the kernel for this dtype and target."""
+    if march == "native" and not X86:  # AArch64 and others: -mcpu is the portable spelling
+        arch = ["-mcpu=native"]
+    else:
+        arch = [f"-march={march}"]
+    return CFLAGS + arch + (X86_FLAGS if X86 else []) + (["-DDOUBLE"] if dtype == torch.float64
+                                                         else [])
 
 
 def _cache_dir() -> Path:
@@ -69,17 +115,22 @@ def _cache_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
-@functools.cache
 def _library(dtype: torch.dtype) -> ctypes.CDLL:
-    """mixing.c compiled for this dtype and this CPU (cached on disk, then loaded once)."""
+    """mixing.c compiled for this dtype and SATGROUND_CPU_TARGET (cached on disk, then loaded
+    once per dtype and target)."""
+    return _build(dtype, target())
+
+
+@functools.cache
+def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
     cc = shlex.split(os.environ.get("CC", "cc"))
-    flags = CFLAGS + (["-DDOUBLE"] if dtype == torch.float64 else [])
+    flags = compile_flags(dtype, march)
     host = llvmlite.binding.get_host_cpu_name() + llvmlite.binding.get_host_cpu_features().flatten()
     key = hashlib.sha256("\0".join([SOURCE.read_text(), *cc, *flags, host]).encode())
-    target = _cache_dir() / f"mixing_{REAL[dtype]}_{key.hexdigest()[:16]}.so"
-    if not target.exists():
+    target_path = _cache_dir() / f"mixing_{REAL[dtype]}_{key.hexdigest()[:16]}.so"
+    if not target_path.exists():
         # compile beside the target and rename: concurrent first uses never load half a file
-        fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        fd, partial = tempfile.mkstemp(suffix=".so", dir=target_path.parent)
         os.close(fd)
         try:
             done = subprocess.run([*cc, *flags, "-o", partial, str(SOURCE), "-lm"],
@@ -88,20 +139,26 @@ def _library(dtype: torch.dtype) -> ctypes.CDLL:
                 first = (done.stderr.strip().splitlines() or ["no output"])[0]
                 raise RuntimeError(f"SATNet cpu backend: compiling {SOURCE} with {cc[0]} failed "
                                    f"({first}); install a C compiler or use backend='reference'")
-            os.replace(partial, target)
+            os.replace(partial, target_path)
         except FileNotFoundError:
             raise RuntimeError(f"SATNet cpu backend: no C compiler {cc[0]!r} to build {SOURCE} "
                                f"(set CC, or use backend='reference')") from None
         finally:
             if os.path.exists(partial):
                 os.remove(partial)
-    lib = ctypes.CDLL(str(target))
+    lib = ctypes.CDLL(str(target_path))
     real, ptr, i32 = (ctypes.c_float if dtype == torch.float32 else ctypes.c_double,
                       ctypes.c_void_p, ctypes.c_int)
     lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, i32, real, ptr, i32]
     lib.mix_backward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, ptr, ptr, i32, real, ptr, i32]
     lib.mix_forward.restype = lib.mix_backward.restype = lib.bf16x3_available.restype = i32
+    lib.tile_shape.restype = ctypes.c_char_p
     return lib
+
+
+def tile_shape(dtype: torch.dtype = torch.float32) -> str:
+    """The vector tile of the build this process runs, e.g. "avx2 6x2 vectors of 32 bytes"."""
+    return _library(dtype).tile_shape().decode()
 
 
 def bf16x3_available() -> bool:
@@ -135,12 +192,11 @@ def _samples(*tensors):
     return [address(x) for x in tensors]
 
 
-def mix_forward(S, V, free, order, max_iter, eps):
+def mix_forward(C, V, free, order, max_iter, eps):
     B, N, k = V.shape
     V, free = V.contiguous().clone(), free.contiguous()
     gnrm = torch.zeros(B, N, dtype=V.dtype)
-    C = S @ S.T  # visited in `order` by the kernel: nothing is permuted here
-    order = order.contiguous()
+    C, order = C.contiguous(), order.contiguous()  # visited in `order`: nothing is permuted
     lib, bf16x3 = _library(V.dtype), _bf16x3()
     v, f, g = _samples(V, free, gnrm)
     iters = _per_sample(lambda s: lib.mix_forward(
@@ -148,11 +204,10 @@ def mix_forward(S, V, free, order, max_iter, eps):
     return V, gnrm, torch.tensor(iters, dtype=torch.long)
 
 
-def mix_backward(S, V, gnrm, free, order, iters, prox_lam, a):
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
     B, N, k = V.shape
-    V, gnrm, free, a, order = (x.contiguous() for x in (V, gnrm, free, a, order))
+    C, V, gnrm, free, a, order = (x.contiguous() for x in (C, V, gnrm, free, a, order))
     U = torch.zeros_like(V)
-    C = S @ S.T
     lib, bf16x3 = _library(V.dtype), _bf16x3()
     v, g, f, a_, u = _samples(V, gnrm, free, a, U)
     sweeps = iters.tolist()

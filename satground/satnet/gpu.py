@@ -80,9 +80,9 @@ def _backward_kernel(H, Cb, start, V, U, free, active, gnrm, a, prox_lam, dU):
                           b, B, k=k, BK=triton.next_power_of_2(k))
 
 
-def mix_forward(S, V, free, order, max_iter, eps):
-    return blocked.mix_forward(S, V, free, order, max_iter, eps, _forward_kernel)
+def mix_forward(C, V, free, order, max_iter, eps):
+    return blocked.mix_forward(C, V, free, order, max_iter, eps, _forward_kernel)
 
 
-def mix_backward(S, V, gnrm, free, order, iters, prox_lam, a):
-    return blocked.mix_backward(S, V, gnrm, free, order, iters, prox_lam, a, _backward_kernel)
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
+    return blocked.mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, _backward_kernel)

@@ -7,7 +7,8 @@ variables are found by coordinate descent, and the output is z_i = arccos(-v_i .
 
 The backward pass differentiates the fixed point implicitly (see `MixingFunction.backward`).
 The coordinate-descent loops live in interchangeable backends (reference PyTorch, C CPU,
-Triton GPU); everything around them (initialisation, outputs, gradients of S and z) is here,
+Triton GPU), each given the Gram matrix C = S S^T (computed once per forward, kept for the
+backward); everything around them (initialisation, outputs, gradients of S and z) is here,
 shared, so the backends differ only in how fast they run those loops.
 """
 from __future__ import annotations
@@ -101,7 +102,8 @@ class MixingFunction(torch.autograd.Function):
         draw_on = generator.device if generator is not None else S.device
         order = torch.randperm(N, generator=generator, device=draw_on).to(S.device)
         backend = _backend(backend_name, S.device)
-        V, gnrm, iters = backend.mix_forward(S.detach(), V, free, order, max_iter, eps)
+        C = S.detach() @ S.detach().T  # the Gram matrix every sweep reads, kept for the backward
+        V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
 
         # v_0 = e_0, so -v_i . v_0 = -V[:, i, 0]; inputs pass through exactly
         z_out = torch.acos((-V[:, 1:n + 1, 0]).clamp(-1.0, 1.0)) / math.pi
@@ -110,7 +112,7 @@ class MixingFunction(torch.autograd.Function):
         # vectors: mark it with NaN outputs (SATNet.forward raises on them), never return them
         z_out = torch.where(_finite_rows(gnrm)[:, None], z_out, math.nan)
 
-        ctx.save_for_backward(S, V, gnrm, free, order, iters, z_all, sign, drop)
+        ctx.save_for_backward(S, C, V, gnrm, free, order, iters, z_all, sign, drop)
         ctx.prox_lam = prox_lam
         ctx.backend = backend
         ctx.n = n
@@ -118,7 +120,7 @@ class MixingFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dz):
-        S, V, gnrm, free, order, iters, z_all, sign, drop = ctx.saved_tensors
+        S, C, V, gnrm, free, order, iters, z_all, sign, drop = ctx.saved_tensors
         n = ctx.n
         B, N, k = V.shape
         dz = dz.to(S.dtype)
@@ -136,7 +138,7 @@ class MixingFunction(torch.autograd.Function):
         a[:, 1:n + 1] = (dz / math.pi)[:, :, None] * tangent
         a = a * free[:, :, None]
 
-        U = ctx.backend.mix_backward(S, V, gnrm, free, order, iters, ctx.prox_lam, a)
+        U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a)
 
         # Phi = U^T S and Omega = V^T S per sample (k x m), for the whole batch in one GEMM:
         # UV holds U and V side by side, (N, 2Bk), columns (U or V, sample, coordinate)

@@ -1,15 +1,16 @@
 /* The CPU backend's sweeps: one sample's mixing-method forward and Gauss-Seidel backward over
  * its free variables only. Compiled at first use by cpu.py, once for float32 and once with
- * -DDOUBLE; cpu.py holds the math and the per-sample threading.
+ * -DDOUBLE, for the target cpu.py names (this CPU by default); cpu.py holds the math and the
+ * per-sample threading.
  *
  * Both passes update row q from g_q = sum_{j != q} C_qj x_j over the free variables, rows before
  * q already updated (the fixed variables' share of the forward's g is computed once, as F).
  * Rows are taken a group at a time: the group's g's are first computed from the vectors as they
  * stand, by one tiled product, then each row is updated in turn and its change pushed into the
  * g's of the group's later rows, exactly as the sequential order requires. The product runs on
- * the vector tile (TROWS x 2 vectors of running sums in registers, the group's rows of C
- * broadcast from a packed panel, each vector streamed once per group) or, for float32 where the
- * CPU has AMX-BF16, on AMX tiles with bf16x3 products (see amx_times).
+ * the vector tile (TROWS rows x TVECS vectors of running sums in registers, the group's rows of
+ * C broadcast from a packed panel, each vector streamed once per group) or, for float32 where
+ * the CPU has AMX-BF16, on AMX tiles with bf16x3 products (see amx_times).
  */
 #include <math.h>
 #include <stdint.h>
@@ -21,23 +22,65 @@
 #else
 #define REAL float
 #endif
-#define LANES ((int)(64 / sizeof(REAL))) /* one 512-bit vector */
-#define TROWS 12    /* rows of the vector tile (a group): 24 of the 32 vector registers */
+
+/* The vector tile, sized to the target's register file as BLIS sizes its micro-kernels: TROWS x
+ * TVECS accumulators, plus TVECS vectors of X and a broadcast of C, must fit, or the tile spills
+ * on every step. Chosen from the compiler's predefined macros, so one source builds them all;
+ * -DMIXING_PORTABLE forces the portable tile (tests/kernel_check.c checks it on any machine). */
+#if defined(MIXING_PORTABLE)
+/* GCC/Clang vector types, lowered to whatever the target has (or to scalars) */
+#define VBYTES 16
+#define TROWS 4
+#define TVECS 2
+#define TILE_ISA "portable"
+#elif defined(__AVX512F__)
+/* 32 zmm: 12 x 2 sums + 2 of X; the FMA broadcasts C from memory ({1toN}), no register */
+#define VBYTES 64
+#define TROWS 12
+#define TVECS 2
+#define TILE_ISA "avx512"
+#elif defined(__AVX2__) && defined(__FMA__)
+/* 16 ymm: 6 x 2 sums + 2 of X + 1 broadcast = 15 (BLIS's Haswell sgemm kernel is 6 x 16) */
+#define VBYTES 32
+#define TROWS 6
+#define TVECS 2
+#define TILE_ISA "avx2"
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+/* 32 q registers: 8 x 3 sums + 3 of X + 2 holding 8 rows of C, read by lane (BLIS's 8 x 12) */
+#define VBYTES 16
+#define TROWS 8
+#define TVECS 3
+#define TILE_ISA "neon"
+#define LANE_BROADCAST /* the rows of C loaded as vectors, each used by lane (fmla by element) */
+#elif defined(__SSE2__)
+/* 16 xmm, no FMA: 4 x 2 sums + 2 of X + a broadcast and a product per step = 12 */
+#define VBYTES 16
+#define TROWS 4
+#define TVECS 2
+#define TILE_ISA "sse"
+#else /* anything else: the portable tile */
+#define VBYTES 16
+#define TROWS 4
+#define TVECS 2
+#define TILE_ISA "portable"
+#endif
+#define LANES ((int)(VBYTES / sizeof(REAL))) /* numbers in one vector */
+#define ALIGN 64                             /* every array: a cache line, and any VBYTES */
 #define AMX_ROWS 16 /* rows of an AMX tile (a group on that path) */
 #define TINY ((REAL)1e-12)
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && !defined(DOUBLE)
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && !defined(DOUBLE) && !defined(MIXING_PORTABLE)
 #define AMX 1
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
-typedef REAL vec __attribute__((vector_size(64)));
+typedef REAL vec __attribute__((vector_size(VBYTES)));
 
-static REAL *alloc(size_t count) /* 64-byte aligned, uninitialised, never of size 0 */
+static REAL *alloc(size_t count) /* ALIGN-byte aligned, uninitialised, never of size 0 */
 {
-    return aligned_alloc(64, (count * sizeof(REAL) / 64 + 1) * 64);
+    return aligned_alloc(ALIGN, (count * sizeof(REAL) / ALIGN + 1) * ALIGN);
 }
 
 static REAL *zeroed(size_t count)
@@ -48,54 +91,87 @@ static REAL *zeroed(size_t count)
     return p;
 }
 
-/* out[r][c0 : c0 + nv * LANES] = sum_j P[j][r] X[j][c0 : ...], r < TROWS; nv is 1 or 2. */
+/* out[r][c0 : c0 + nv * LANES] = sum_j P[j][r] X[j][c0 : ...], r < TROWS, 1 <= nv <= TVECS:
+ * inlined with nv a constant, so every branch on it folds away. */
 static inline __attribute__((always_inline)) void
 tile(const REAL *P, const REAL *X, int n, int kp, int c0, int nv, REAL *out)
 {
-    vec acc[TROWS][2];
+    vec acc[TROWS][TVECS];
     for (int r = 0; r < TROWS; r++)
-        acc[r][0] = acc[r][1] = (vec){0};
+        for (int v = 0; v < TVECS; v++)
+            acc[r][v] = (vec){0};
     for (int j = 0; j < n; j++) {
         const vec *x = (const vec *)(X + (size_t)j * kp + c0);
-        vec x0 = x[0], x1 = nv == 2 ? x[1] : x[0];
+        vec xv[TVECS];
+        for (int v = 0; v < TVECS; v++)
+            xv[v] = x[v < nv ? v : 0];
         const REAL *p = P + (size_t)j * TROWS;
-        for (int r = 0; r < TROWS; r++) {
-            acc[r][0] += p[r] * x0;
-            if (nv == 2)
-                acc[r][1] += p[r] * x1;
-        }
+#ifdef LANE_BROADCAST
+        vec pv[TROWS / LANES];
+        for (int i = 0; i < TROWS / LANES; i++)
+            pv[i] = ((const vec *)p)[i];
+#define ROW(r) pv[(r) / LANES][(r) % LANES]
+#else
+#define ROW(r) p[r]
+#endif
+        for (int r = 0; r < TROWS; r++)
+            for (int v = 0; v < TVECS; v++)
+                if (v < nv)
+                    acc[r][v] += ROW(r) * xv[v];
+#undef ROW
     }
     for (int r = 0; r < TROWS; r++)
         for (int v = 0; v < nv; v++)
             *(vec *)(out + (size_t)r * kp + c0 + v * LANES) = acc[r][v];
 }
 
+/* tile() for each nv, so that nv is a constant inside */
+static void tile_nv(const REAL *P, const REAL *X, int n, int kp, int c0, int nv, REAL *out)
+{
+    switch (nv) {
+    case 1:
+        tile(P, X, n, kp, c0, 1, out);
+        break;
+#if TVECS >= 2
+    case 2:
+        tile(P, X, n, kp, c0, 2, out);
+        break;
+#endif
+#if TVECS >= 3
+    case 3:
+        tile(P, X, n, kp, c0, 3, out);
+        break;
+#endif
+    }
+}
+
 /* out (TROWS x kp) = a group's panel (n x TROWS) transposed times X (n x kp). */
 static void group_times(const REAL *panel, const REAL *X, int n, int kp, REAL *out)
 {
     int c0 = 0;
-    for (; c0 + 2 * LANES <= kp; c0 += 2 * LANES)
-        tile(panel, X, n, kp, c0, 2, out);
+    for (; c0 + TVECS * LANES <= kp; c0 += TVECS * LANES)
+        tile(panel, X, n, kp, c0, TVECS, out);
     if (c0 < kp)
-        tile(panel, X, n, kp, c0, 1, out);
+        tile_nv(panel, X, n, kp, c0, (kp - c0) / LANES, out);
 }
 
 /* panels[g][j][r] = C[rows[g * TROWS + r]][cols[j]] for every group g of TROWS rows, zero for
- * rows past n: the rows of C read once each, the panels written in order. */
+ * rows past n: each panel written in order, from its TROWS rows of C read side by side. */
 static void pack(const REAL *C, int N, const int *rows, int n, const int *cols, int ncols,
                  REAL *panels)
 {
     int groups = (n + TROWS - 1) / TROWS;
-    for (int i = 0; i < groups * TROWS; i++) {
-        REAL *out = panels + (size_t)(i / TROWS) * ncols * TROWS + i % TROWS;
-        if (i >= n) {
-            for (int j = 0; j < ncols; j++)
-                out[(size_t)j * TROWS] = 0;
-            continue;
+    for (int g = 0; g < groups; g++) {
+        const REAL *row[TROWS];
+        int live = n - g * TROWS < TROWS ? n - g * TROWS : TROWS;
+        for (int r = 0; r < TROWS; r++)
+            row[r] = C + (size_t)rows[g * TROWS + (r < live ? r : 0)] * N;
+        REAL *out = panels + (size_t)g * ncols * TROWS;
+        for (int j = 0; j < ncols; j++, out += TROWS) {
+            int col = cols[j];
+            for (int r = 0; r < TROWS; r++)
+                out[r] = r < live ? row[r][col] : 0;
         }
-        const REAL *row = C + (size_t)rows[i] * N;
-        for (int j = 0; j < ncols; j++)
-            out[(size_t)j * TROWS] = row[cols[j]];
     }
 }
 
@@ -493,4 +569,12 @@ done:
 int bf16x3_available(void)
 {
     return amx_permitted();
+}
+
+/* The vector tile this build runs: its instruction set and shape */
+const char *tile_shape(void)
+{
+#define STR_(x) #x
+#define STR(x) STR_(x)
+    return TILE_ISA " " STR(TROWS) "x" STR(TVECS) " vectors of " STR(VBYTES) " bytes";
 }

@@ -14,15 +14,15 @@ import torch
 TINY = 1e-12  # a ||g_i|| below this leaves v_i where it is (its gradient is then zeroed)
 
 
-def mix_forward(S, V, free, order, max_iter: int, eps: float):
-    """Minimise <S S^T, V V^T> over the free unit vectors by the mixing method, in place on V.
+def mix_forward(C, V, free, order, max_iter: int, eps: float):
+    """Minimise <C, V V^T> (C = S S^T) over the free unit vectors by the mixing method, in place
+    on V.
 
-    v_i <- -g_i / ||g_i||, g_i = sum_{j != i} (S S^T)_ij v_j.
+    v_i <- -g_i / ||g_i||, g_i = sum_{j != i} C_ij v_j.
     Returns (V, gnrm (B, N): ||g_i|| of each variable's last update, iters (B,) long).
     """
-    C = S @ S.T
     B = V.shape[0]
-    gnrm = torch.zeros(B, S.shape[0], dtype=V.dtype, device=V.device)
+    gnrm = torch.zeros(B, C.shape[0], dtype=V.dtype, device=V.device)
     iters = torch.zeros(B, dtype=torch.long, device=V.device)
     active = torch.ones(B, dtype=torch.bool, device=V.device)
     threshold = None
@@ -50,13 +50,12 @@ def mix_forward(S, V, free, order, max_iter: int, eps: float):
     return V, gnrm, iters
 
 
-def mix_backward(S, V, gnrm, free, order, iters, prox_lam: float, a):
-    """Solve P (S S^T - D_sii + D_g + prox_lam I) P U = a by Gauss-Seidel sweeps.
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam: float, a):
+    """Solve P (C - D_sii + D_g + prox_lam I) P U = a (C = S S^T) by Gauss-Seidel sweeps.
 
     P projects each row onto the tangent space of v_i; a must already be projected.
     Each sample runs as many sweeps as its forward did. Returns U (B, N, k).
     """
-    C = S @ S.T
     U = torch.zeros_like(V)
     for sweep in range(int(iters.max().item()) if iters.numel() else 0):
         active = iters > sweep

@@ -1,0 +1,167 @@
+/* A self-contained check of the CPU kernel (satground/satnet/mixing.c) against plain
+ * Gauss-Seidel loops written here, for builds Python cannot load: a cross-compiled AArch64 binary
+ * run under qemu-user, or the portable tile. tests/test_kernel_builds.py compiles and runs it:
+ *
+ *     cc -O2 [-DDOUBLE] [-march=...] tests/kernel_check.c -lm && ./a.out
+ *
+ * prints the largest difference of V, gnrm and U from the plain loops over a few problem sizes
+ * and exits 1 when one is above the tolerance of its precision.
+ */
+#include <stdio.h>
+
+#include "../satground/satnet/mixing.c"
+
+static unsigned long long state = 88172645463325252ULL;
+
+static double uniform(void) /* xorshift64: the same numbers on every machine */
+{
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (double)(state >> 11) / 9007199254740992.0;
+}
+
+/* The forward's sweeps, one variable at a time: v_i = -g_i / |g_i|, g_i = sum_{j != i} C_ij v_j */
+static void plain_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *free_,
+                          REAL *V, int sweeps, REAL *gnrm)
+{
+    REAL *g = malloc(sizeof(REAL) * k);
+    for (int t = 0; t < sweeps; t++)
+        for (int p = 0; p < N; p++) {
+            int i = (int)order[p];
+            if (!free_[i])
+                continue;
+            double gn2 = 0;
+            for (int c = 0; c < k; c++) {
+                double sum = 0;
+                for (int j = 0; j < N; j++)
+                    if (j != i)
+                        sum += (double)C[(size_t)i * N + j] * V[(size_t)j * k + c];
+                g[c] = (REAL)sum;
+                gn2 += sum * sum;
+            }
+            REAL gn = (REAL)sqrt(gn2);
+            if (gn <= TINY)
+                continue;
+            for (int c = 0; c < k; c++)
+                V[(size_t)i * k + c] = -g[c] / gn;
+            gnrm[i] = gn;
+        }
+    free(g);
+}
+
+/* The backward's sweeps: u_i = (a_i - P_i h_i) / (gnrm_i + prox_lam), h_i over free j != i */
+static void plain_backward(const REAL *C, int N, int k, const int64_t *order,
+                           const uint8_t *free_, const REAL *V, const REAL *gnrm, const REAL *a,
+                           int sweeps, REAL prox_lam, REAL *U)
+{
+    REAL *h = malloc(sizeof(REAL) * k);
+    for (int t = 0; t < sweeps; t++)
+        for (int p = 0; p < N; p++) {
+            int i = (int)order[p];
+            if (!free_[i])
+                continue;
+            double hv = 0;
+            for (int c = 0; c < k; c++) {
+                double sum = 0;
+                for (int j = 0; j < N; j++)
+                    if (j != i && free_[j])
+                        sum += (double)C[(size_t)i * N + j] * U[(size_t)j * k + c];
+                h[c] = (REAL)sum;
+                hv += sum * V[(size_t)i * k + c];
+            }
+            for (int c = 0; c < k; c++)
+                U[(size_t)i * k + c] = (a[(size_t)i * k + c] -
+                                        (h[c] - (REAL)hv * V[(size_t)i * k + c])) /
+                                       (gnrm[i] + prox_lam);
+        }
+    free(h);
+}
+
+static double largest_difference(const REAL *x, const REAL *y, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (!(d <= worst)) /* NaN counts as the worst */
+            worst = d;
+    }
+    return worst;
+}
+
+/* One problem: N variables of rank k, C = S S^T from m clauses. Returns its worst difference. */
+static double check(int N, int m, int k, int sweeps)
+{
+    REAL *S = malloc(sizeof(REAL) * N * m), *C = malloc(sizeof(REAL) * N * N);
+    REAL *V0 = malloc(sizeof(REAL) * N * k), *V1 = malloc(sizeof(REAL) * N * k);
+    REAL *V2 = malloc(sizeof(REAL) * N * k), *a = malloc(sizeof(REAL) * N * k);
+    REAL *U1 = calloc((size_t)N * k, sizeof(REAL)), *U2 = calloc((size_t)N * k, sizeof(REAL));
+    REAL *g1 = calloc(N, sizeof(REAL)), *g2 = calloc(N, sizeof(REAL));
+    int64_t *order = malloc(sizeof(int64_t) * N);
+    uint8_t *free_ = malloc(N);
+    for (int i = 0; i < N * m; i++)
+        S[i] = (REAL)((uniform() - 0.5) / sqrt(m));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0;
+            for (int c = 0; c < m; c++)
+                sum += (double)S[(size_t)i * m + c] * S[(size_t)j * m + c];
+            C[(size_t)i * N + j] = (REAL)sum;
+        }
+    for (int i = 0; i < N; i++) {
+        double norm = 0;
+        for (int c = 0; c < k; c++) {
+            V0[(size_t)i * k + c] = (REAL)(uniform() - 0.5);
+            a[(size_t)i * k + c] = (REAL)(uniform() - 0.5);
+            norm += (double)V0[(size_t)i * k + c] * V0[(size_t)i * k + c];
+        }
+        for (int c = 0; c < k; c++)
+            V0[(size_t)i * k + c] /= (REAL)sqrt(norm);
+        free_[i] = i > 0 && uniform() < 0.6; /* variable 0, the truth, is never free */
+        order[i] = i;
+    }
+    for (int i = N - 1; i > 0; i--) { /* a random visiting order */
+        int j = (int)(uniform() * (i + 1));
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    memcpy(V1, V0, sizeof(REAL) * N * k);
+    memcpy(V2, V0, sizeof(REAL) * N * k);
+    int ran = mix_forward(C, N, k, order, free_, V1, sweeps, 0, g1, 0);
+    plain_forward(C, N, k, order, free_, V2, sweeps, g2);
+    double worst = ran == sweeps ? 0 : INFINITY;
+    double dv = largest_difference(V1, V2, (size_t)N * k), dg = largest_difference(g1, g2, N);
+    if (mix_backward(C, N, k, order, free_, V2, g2, a, sweeps, (REAL)0.1, U1, 0))
+        worst = INFINITY;
+    plain_backward(C, N, k, order, free_, V2, g2, a, sweeps, (REAL)0.1, U2);
+    double du = largest_difference(U1, U2, (size_t)N * k);
+    double scale = 1;
+    for (int i = 0; i < N; i++)
+        scale = fabs(g2[i]) > scale ? fabs(g2[i]) : scale;
+    printf("N=%d m=%d k=%d sweeps=%d: V %.3g, gnrm %.3g (of %.3g), U %.3g\n", N, m, k, sweeps, dv,
+           dg, scale, du);
+    dg /= scale;
+    worst = dv > worst ? dv : worst;
+    worst = dg > worst ? dg : worst;
+    worst = du > worst ? du : worst;
+    free(S), free(C), free(V0), free(V1), free(V2), free(a), free(U1), free(U2), free(g1);
+    free(g2), free(order), free(free_);
+    return worst;
+}
+
+int main(void)
+{
+    double tolerance = sizeof(REAL) == 8 ? 1e-9 : 1e-4;
+    int sizes[][4] = {{40, 48, 32, 4}, {150, 90, 32, 5}, {77, 60, 5, 5}, {61, 40, 13, 6},
+                      {200, 120, 8, 3}};
+    double worst = 0;
+    printf("tile: %s, %s\n", tile_shape(), sizeof(REAL) == 8 ? "double" : "float");
+    for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+        double w = check(sizes[t][0], sizes[t][1], sizes[t][2], sizes[t][3]);
+        worst = w > worst || w != w ? w : worst;
+    }
+    printf("largest difference %.3g, tolerance %.3g: %s\n", worst, tolerance,
+           worst <= tolerance ? "ok" : "FAILED");
+    return worst <= tolerance ? 0 : 1;
+}
