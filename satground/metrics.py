@@ -5,7 +5,10 @@ with input-cell truth.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import torch
 from scipy.optimize import linear_sum_assignment
 
@@ -94,3 +97,13 @@ def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Board
     """Scores against the true full solution (grounded labels): evaluation only."""
     valid = torch.from_numpy(valid_grids(digits.numpy().astype(np.uint8), boards.board_size))
     return board_metrics(digits, solution.long(), boards.is_input, valid)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A results table as Markdown: every number with one decimal (89.0, never 89), a missing
+    value as n/a, text as it is."""
+    def cell(x):
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return "n/a"
+        return f"{x:.1f}" if isinstance(x, (float, np.floating)) else str(x)
+    return frame.astype(object).map(cell).to_markdown(index=False, disable_numparse=True)

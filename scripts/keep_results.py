@@ -23,6 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from satground.io import PipelineError, atomic_directory, json_text, load_json  # noqa: E402
+from satground.metrics import markdown_table  # noqa: E402
 
 PERMUTATION = "models/permutation.json"
 RESULT_COLUMNS = {  # results.csv column -> summary heading
@@ -98,7 +99,7 @@ def summary(root: Path, run: dict) -> str:
         "",
         "## Test boards",
         "",
-        table.astype(object).where(table.notna(), "n/a").to_markdown(index=False),
+        markdown_table(table),
         "",
         "## Steps before SATNet",
         "",

@@ -17,7 +17,7 @@ from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
 from satground.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
-from satground.metrics import best_matching, clustering_accuracy
+from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import load_solver
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
@@ -117,7 +117,7 @@ def main(argv=None):
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     frame = results_table(rows)
     with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
-        table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
+        table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
     plain, proofread = ours["no_proofreader"], ours["proofreader"]

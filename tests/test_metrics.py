@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -37,6 +38,13 @@ def project_copy(tmp_path: Path) -> Path:
     for name in ("params.yaml", "dvc.yaml", "dvc.lock"):
         shutil.copy(ROOT / name, root / name)
     shutil.copytree(ROOT / "metrics", root / "metrics")
+    # fixed scores, whatever run the workspace holds: round numbers must keep their decimal
+    table = pd.read_csv(root / "metrics" / "results.csv")
+    fixed = {("Ours", "no"): 89.0, ("Ours", "yes"): 100.0, ("Original SATNet", "no"): 0.0}
+    for (model, proofreader), value in fixed.items():
+        table.loc[(table.model == model) & (table.proofreader == proofreader)
+                  & (table.data != "grounded"), "board_accuracy_pct"] = value
+    table.to_csv(root / "metrics" / "results.csv", index=False)
     (root / "plots").mkdir()
     for name in ("boards.png", "ablation.png"):
         shutil.copy(ROOT / "plots" / name, root / "plots" / name)
@@ -57,9 +65,10 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
     summary = (out / "summary.md").read_text()
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
-    evaluate = json.loads((ROOT / "metrics" / "evaluate" / "scores.json").read_text())
-    board = 100 * evaluate["no_proofreader"]["board_accuracy"]
-    assert f"| Ours                | ungrounded | no            | {board:16.1f} |" in summary
+    # the table comes from the run's results.csv, every number with one decimal
+    assert "| Ours                | ungrounded | no            | 89.0 " in summary
+    assert "| Ours                | ungrounded | yes           | 100.0 " in summary
+    assert "| Original SATNet     | ungrounded | no            | 0.0 " in summary
     assert "permutation | right" in summary
 
 
