@@ -32,22 +32,20 @@ def test_blank_board_accuracy_ignores_the_givens_reading():
 
 
 def project_copy(tmp_path: Path) -> Path:
-    """A folder holding a finished run: the repo's committed default-profile outputs."""
+    """A folder holding a finished run: this checkout's pipeline files and a fixed run record
+    (tests/data/run_record: the stage records keep_results reads, and two small figures), so
+    the test reads the same inputs before or after any `dvc repro` in this checkout."""
     root = tmp_path / "project"
-    root.mkdir()
+    shutil.copytree(ROOT / "tests" / "data" / "run_record", root)
     for name in ("params.yaml", "dvc.yaml", "dvc.lock"):
         shutil.copy(ROOT / name, root / name)
-    shutil.copytree(ROOT / "metrics", root / "metrics")
-    # fixed scores, whatever run the workspace holds: round numbers must keep their decimal
+    # round numbers must keep their decimal in the tables
     table = pd.read_csv(root / "metrics" / "results.csv")
     fixed = {("Ours", "no"): 89.0, ("Ours", "yes"): 100.0, ("Original SATNet", "no"): 0.0}
     for (model, proofreader), value in fixed.items():
         table.loc[(table.model == model) & (table.proofreader == proofreader)
                   & (table.data != "grounded"), "board_accuracy_pct"] = value
     table.to_csv(root / "metrics" / "results.csv", index=False)
-    (root / "plots").mkdir()
-    for name in ("boards.png", "ablation.png"):
-        shutil.copy(ROOT / "plots" / name, root / "plots" / name)
     return root
 
 
