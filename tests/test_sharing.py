@@ -1,0 +1,126 @@
+"""Sharing runs between machines (docs/sharing.md), with local stand-ins: a bare git repository as
+the shared origin, a folder as the DVC remote, two clones A and B on the smoke profile.
+A reproduces and pushes the DVC cache with its run cache, runs an experiment and pushes it;
+B restores every stage from the run cache without running one, then pulls, shows and applies the
+experiment without rerunning it."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
+          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate", "curves"}
+EXP = "proofread-2"
+
+
+def sh(args, cwd, check=True):
+    env = dict(os.environ, PYTHONPATH=str(cwd),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def make_origin(tmp_path) -> Path:
+    """A bare repository holding one commit: the tracked files as a fresh clone has them, on the
+    smoke profile, with the DVC remote configured; no dvc.lock and no outputs yet."""
+    work = tmp_path / "work"
+    files = sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split()
+    for name in files:
+        if (REPO / name).is_file():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, work / name)
+    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # start before any run
+        shutil.rmtree(work / path, ignore_errors=True) if (work / path).is_dir() else \
+            (work / path).unlink(missing_ok=True)
+    sh(["git", "init", "-q"], work)
+    sh(["python", "scripts/profile.py", "smoke"], work)
+    sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "dvcremote")], work)
+    sh(["git", "add", "-A"], work)
+    sh(["git", "commit", "-qm", "smoke profile, shared DVC remote"], work)
+    sh(["git", "clone", "-q", "--bare", str(work), str(tmp_path / "origin.git")], tmp_path)
+    return tmp_path / "origin.git"
+
+
+def timed(args, cwd):
+    start = time.perf_counter()
+    result = sh(args, cwd)
+    return result, time.perf_counter() - start
+
+
+def lock_md5(lock_text, stage, path):
+    (out,) = [o for o in yaml.safe_load(lock_text)["stages"][stage]["outs"] if o["path"] == path]
+    return out["md5"]
+
+
+@pytest.mark.slow
+def test_a_colleague_restores_runs_and_experiments_without_rerunning(tmp_path):
+    origin = make_origin(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    for clone in (a, b):
+        sh(["git", "clone", "-q", str(origin), str(clone)], tmp_path)
+
+    # machine A: run the pipeline, share the cache with its run cache, then an experiment
+    ran, a_seconds = timed(["dvc", "repro"], a)
+    assert {line.split("'")[1] for line in ran.stdout.splitlines()
+            if line.startswith("Running stage")} == STAGES
+    runs = a / ".dvc" / "cache" / "runs"
+    assert runs.is_dir() and len(list(runs.glob("*/*/*"))) == len(STAGES), \
+        "every stage saves a run-cache entry"
+    sh(["dvc", "push", "--run-cache"], a)
+    shared = {path: (a / "metrics" / path).read_bytes() for path in (
+        "results.md", "proofread/metrics.json", "proofread/info.json", "train/plots/metrics/loss.tsv")}
+    sh(["dvc", "exp", "run", "-n", EXP, "-S", "proofread.epochs=2"], a)
+    sh(["dvc", "exp", "push", "origin", EXP], a)
+    a_metrics = json.loads((a / "metrics" / "proofread" / "metrics.json").read_text())
+
+    # machine B, same commit, no dvc.lock of A's run: every stage comes from the run cache, none
+    # runs. `--pull` fetches the run cache and the outputs its entries name (`dvc pull --run-cache`
+    # fetches the entries only, and fails checking out outputs dvc.lock does not have)
+    restored, b_seconds = timed(["dvc", "repro", "--pull"], b)
+    print(f"\nsmoke profile: clone A `dvc repro` {a_seconds:.1f} s,"
+          f" clone B `dvc repro --pull` {b_seconds:.1f} s")
+    log = restored.stdout
+    assert "Running stage" not in log, log
+    assert {line.split("'")[1] for line in log.splitlines()
+            if "is cached - skipping run" in line} == STAGES, log
+    assert not list((b / "metrics").glob("*/timing.json")), "a stage ran on B"
+    assert not json.loads(sh(["dvc", "status", "--json"], b).stdout or "{}")
+    for path, content in shared.items():
+        assert (b / "metrics" / path).read_bytes() == content, path
+
+    # B gets A's experiment: listed with its metrics, compared, applied with its models
+    sh(["dvc", "exp", "pull", "origin", EXP], b)
+    shown = json.loads(sh(["dvc", "exp", "show", "--json"], b).stdout)
+    exps = {exp["name"]: exp for rev in shown for e in (rev.get("experiments") or [])
+            for exp in e["revs"]}
+    assert EXP in exps, shown
+    exp_metrics = exps[EXP]["data"]["metrics"]["metrics/proofread/metrics.json"]["data"]
+    assert exp_metrics == a_metrics
+    assert exps[EXP]["data"]["params"]["params.yaml"]["data"]["proofread"]["epochs"] == 2
+    diff = json.loads(sh(["dvc", "metrics", "diff", EXP, "--json"], b).stdout)
+    assert "metrics/proofread/metrics.json" in diff, diff
+    plots = json.loads(sh(["dvc", "plots", "diff", EXP, "--json"], b).stdout)
+    assert EXP in json.dumps(plots["data"]["loss"]), list(plots["data"])
+    assert not [e for e in plots.get("errors", []) if "metrics/proofread" in e.get("source", "")]
+    exp_lock = sh(["git", "show", f"{exps[EXP]['rev']}:dvc.lock"], b).stdout
+    sh(["dvc", "exp", "apply", EXP], b)
+    sh(["dvc", "checkout"], b)
+    model = b / "models" / "solver_proofread.pt"
+    assert hashlib.md5(model.read_bytes()).hexdigest() == \
+        lock_md5(exp_lock, "proofread", "models/solver_proofread.pt")
+    assert (b / "metrics" / "proofread" / "metrics.json").read_text() == \
+        (a / "metrics" / "proofread" / "metrics.json").read_text()
+    assert not json.loads(sh(["dvc", "status", "--json"], b).stdout or "{}")
+    assert not list((b / "metrics").glob("*/timing.json")), "a stage ran on B"
