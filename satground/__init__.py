@@ -17,4 +17,28 @@ Modules, one concern each:
     io           atomic artifact writes, seeding, device choice
 """
 
+import os
+import tempfile
+from pathlib import Path
+
 __version__ = "0.1.0"
+
+
+def _numba_cache_dir() -> None:
+    """numba caches compiled functions beside their source; in a read-only install it would
+    stop with "cannot cache function". Where that folder is not writable and NUMBA_CACHE_DIR is
+    unset, point it at the user's cache (or the temporary folder). Runs before numba is imported."""
+    if "NUMBA_CACHE_DIR" in os.environ or os.access(Path(__file__).parent, os.W_OK):
+        return
+    for folder in (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "satground",
+                   Path(tempfile.gettempdir()) / f"satground-{os.getuid()}"):
+        try:
+            (folder / "numba").mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder / "numba", os.W_OK):
+            os.environ["NUMBA_CACHE_DIR"] = str(folder / "numba")
+            return
+
+
+_numba_cache_dir()

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fcntl
+import hashlib
+import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,13 +45,33 @@ def flat_keys(tree: dict, prefix: str = "") -> list[str]:
     return keys
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _DuplicateKey(f"key '{key}' given twice, on lines {seen[key] + 1} and "
+                                    f"{key_node.start_mark.line + 1}")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
 def read_yaml(path, what: str = "params file") -> dict:
     """A YAML file of sections (params, profiles, dvc.yaml): one-line errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: {what} not found")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise PipelineError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(values, dict):
@@ -100,6 +124,8 @@ def param(params: dict, key: str, kind: type | tuple = int, *, low=None, high=No
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         names = "/".join(k.__name__ for k in kinds)
         raise PipelineError(f"{source(params)}: '{key}' must be {names}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PipelineError(f"{source(params)}: '{key}' must be a finite number, got {value!r}")
     if choices is not None and value not in choices:
         raise PipelineError(f"{source(params)}: '{key}' must be one of {list(choices)}, got {value!r}")
     if low is not None and value < low:
@@ -122,14 +148,68 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
         parser.add_argument(f"--{name}", required=True, metavar="PATH")
     if extra is not None:
         extra(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    outputs = [Path(getattr(args, name.replace("-", "_"))) for name in paths
+               if name.endswith("-out")]
+    for path in outputs:
+        check_output_place(path)
+    if outputs:
+        hold_output_lock(outputs[0])
+    return args
+
+
+def check_output_place(path: Path) -> None:
+    """Before any work: an output's folder can be created and written, and a file output
+    (a name with a suffix: .pt, .json, .png) is not an existing folder."""
+    if path.suffix and path.is_dir():
+        raise PipelineError(f"{path}: output is an existing folder, expected a file")
+    if not path.suffix and path.exists() and not path.is_dir():
+        raise PipelineError(f"{path}: output is an existing file, expected a folder")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise PipelineError(f"{path}: cannot write here ({parent} is not a writable folder)")
+
+
+_LOCKS = []  # open lock files of this process: held until it exits
+
+
+def output_lock_path(output: Path) -> Path:
+    """The lock file guarding a stage's outputs (named by the first one's absolute path)."""
+    digest = hashlib.sha256(str(output.resolve()).encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"satground-{os.getuid()}" / f"{digest}.lock"
+
+
+def hold_output_lock(output: Path) -> None:
+    """Refuse to start while another process writes the same outputs (a stage left running
+    when its `dvc repro` was killed, or a second `dvc repro`); the lock ends with the process."""
+    lock = output_lock_path(output)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise PipelineError(f"{output}: another process (pid {holder}) is writing this stage's "
+                            f"outputs; wait for it or stop it, then rerun") from None
+    handle.truncate(0)
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _LOCKS.append(handle)
 
 
 def run_stage(main: Callable[[], None]) -> None:
-    """Entry point of every stage script: user errors become one line on stderr and exit 1."""
+    """Entry point of every stage script: user errors (bad input, parameters, or a machine the
+    SATNet kernel cannot be built on) become one line on stderr and exit 1."""
     try:
         main()
-    except PipelineError as exc:
+    except Exception as exc:
+        if not getattr(exc, "user_facing", False):  # PipelineError, the SATNet SetupError
+            raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
 
@@ -154,7 +234,28 @@ def run_settings(params: dict):
     return seed_param(params, "seed", default=0), device_param()
 
 
+def machine_memory() -> int:
+    """This machine's physical memory in bytes (0 where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(params: dict, keys: str, nbytes: float) -> None:
+    """One-line error, before any work, when parameters ask for more memory than the machine has."""
+    total = machine_memory()
+    if total and nbytes > total:
+        raise PipelineError(f"{source(params)}: {keys} need about {nbytes / 2**30:,.0f} GiB, more "
+                            f"than this machine's {total / 2**30:,.0f} GiB")
+
+
 def satnet_sizes(params: dict) -> tuple[int, int, int]:
-    """(m, aux, max_iter) of the SATNet layer, shared by every stage that builds one."""
-    return (param(params, "satnet.m", int, low=1), param(params, "satnet.aux", int, low=0),
-            param(params, "satnet.max_iter", int, low=1))
+    """(m, aux, max_iter) of the SATNet layer, shared by every stage that builds one; S and its
+    Adam state (4 N x m) and the Gram matrix (N x N) must fit in memory, N = n + 1 + aux with
+    n = 729, the 9x9 board's cells x digits (the largest board)."""
+    m, aux = param(params, "satnet.m", int, low=1), param(params, "satnet.aux", int, low=0)
+    max_iter = param(params, "satnet.max_iter", int, low=1)
+    N = 729 + 1 + aux
+    check_memory(params, "'satnet.m' and 'satnet.aux'", 4 * (4 * N * m + 2 * N * N))
+    return m, aux, max_iter

@@ -21,17 +21,25 @@ import torch
 
 
 class PipelineError(Exception):
-    """A user-facing error: bad input or parameters. Its message is one line naming the culprit."""
+    """A user-facing error: bad input or parameters. Its message is one line naming the culprit.
+    (Stages print any exception marked `user_facing` as one line: config.run_stage.)"""
+
+    user_facing = True
 
 
 TMP_MARK = ".tmp-"  # temporary files are ".{name}.tmp-{pid}"; .dvcignore skips them
 
 
 def _temporary(path: Path) -> Path:
-    """A fresh temporary path beside `path`; removes those left by killed earlier writers."""
+    """A fresh temporary path beside `path`; removes the files and folders that killed earlier
+    writers left (atomic_directory's temporary and replaced folders included)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
-        stale.unlink(missing_ok=True)
+    for pattern in (f".{path.name}{TMP_MARK}*", f".{path.name}.old{TMP_MARK}*"):
+        for stale in path.parent.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
     return path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
 
 

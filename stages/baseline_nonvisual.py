@@ -13,6 +13,7 @@ from satground.config import (load_params, param, run_settings, run_stage, satne
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
+from satground.satnet import check_setup
 from satground.tracking import StageReport, save_scores
 from satground.training import bce_loss, fit, solution_scores
 
@@ -24,11 +25,12 @@ def main(argv=None):
     params = load_params(args.params)
     seed, device = run_settings(params)
     m, aux, max_iter = satnet_sizes(params)
+    check_setup(device)  # the kernel's compiler and settings, before any work
     epochs = param(params, "baseline_nonvisual.epochs", int, low=1)
     batch_size = param(params, "baseline_nonvisual.batch_size", int, low=1)
-    lr = param(params, "baseline_nonvisual.lr", float, low=0.0)
+    lr = param(params, "baseline_nonvisual.lr", float, low=0.0, high=1.0)
     proofread_epochs = param(params, "baseline_nonvisual.proofread_epochs", int, low=1)
-    proofread_lr = param(params, "proofread.lr", float, low=0.0)
+    proofread_lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
 
     generator = seed_everything(seed)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here

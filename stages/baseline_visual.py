@@ -13,6 +13,7 @@ from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
+from satground.satnet import check_setup
 from satground.tracking import StageReport, save_scores
 from satground.training import bce_loss, fit, solution_scores
 
@@ -25,12 +26,13 @@ def main(argv=None):
     params = load_params(args.params)
     seed, device = run_settings(params)
     m, aux, max_iter = satnet_sizes(params)
+    check_setup(device)  # the kernel's compiler and settings, before any work
     epochs = param(params, "baseline_visual.epochs", int, low=1)
     batch_size = param(params, "baseline_visual.batch_size", int, low=1)
-    satnet_lr = param(params, "baseline_visual.satnet_lr", float, low=0.0)
-    classifier_lr = param(params, "baseline_visual.classifier_lr", float, low=0.0)
+    satnet_lr = param(params, "baseline_visual.satnet_lr", float, low=0.0, high=1.0)
+    classifier_lr = param(params, "baseline_visual.classifier_lr", float, low=0.0, high=1.0)
     proofread_epochs = param(params, "baseline_visual.proofread_epochs", int, low=0)
-    proofread_lr = param(params, "proofread.lr", float, low=0.0)
+    proofread_lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
 
     generator = seed_everything(seed)
     train = load_boards(args.prepared, "train", view=args.view)

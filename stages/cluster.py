@@ -40,8 +40,8 @@ def read_params(params: dict) -> dict:
     p = {"method": param(params, "cluster.method", str, choices=tuple(CLUSTERERS), default="infogan")}
     p["epochs"] = param(params, "cluster.epochs", int, low=0)
     p["batch_size"] = param(params, "cluster.batch_size", int, low=2)
-    p["lr_d"] = param(params, "cluster.lr_d", float, low=0.0)
-    p["lr_g"] = param(params, "cluster.lr_g", float, low=0.0)
+    p["lr_d"] = param(params, "cluster.lr_d", float, low=0.0, high=1.0)
+    p["lr_g"] = param(params, "cluster.lr_g", float, low=0.0, high=1.0)
     p["noise_dim"] = param(params, "cluster.noise_dim", int, low=1, default=62)
     p["n_cont"] = param(params, "cluster.n_cont", int, low=0, default=2)
     p["cont_weight"] = param(params, "cluster.cont_weight", float, low=0.0, default=0.1)

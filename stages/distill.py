@@ -28,7 +28,7 @@ def read_params(params: dict) -> dict:
     return {
         "epochs": param(params, "distill.epochs", int, low=1),
         "batch_size": param(params, "distill.batch_size", int, low=1),
-        "lr": param(params, "distill.lr", float, low=0.0),
+        "lr": param(params, "distill.lr", float, low=0.0, high=1.0),
         "seed": seed_param(params, "distill.seed"),
         # "final", or an epoch of a saved clusterer checkpoint: the clustering-accuracy ablation
         # sweeps this (README, "The ablation")

@@ -33,6 +33,7 @@ from satground.lenet import predict as classify
 from satground.losses import APPROXMAX, grounding_loss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.resume import Resumable
+from satground.satnet import check_setup
 from satground.tracking import StageReport
 from satground.training import (freeze, grounding_epoch_metrics, predict, predicted_digits,
                                 split_boards, train_epoch)
@@ -67,9 +68,10 @@ def main(argv=None):
     params = load_params(args.params)
     seed, device = run_settings(params)
     m, aux, max_iter = satnet_sizes(params)
+    check_setup(device)  # the kernel's compiler and settings, before any work
     epochs = param(params, "ground.epochs", int, low=1)
     patience = param(params, "ground.patience", int, low=1)
-    lr = param(params, "ground.lr", float, low=0.0)
+    lr = param(params, "ground.lr", float, low=0.0, high=1.0)
     batch_size = param(params, "ground.batch_size", int, low=1)
     approxmax = param(params, "ground.approxmax", str, choices=APPROXMAX)
     temperature = param(params, "ground.temperature", float, low=1e-6, default=0.1)

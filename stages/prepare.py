@@ -11,7 +11,8 @@ import numpy as np
 from tqdm import tqdm
 
 from satground import sudoku
-from satground.config import load_params, param, run_stage, seed_param, source, stage_arguments
+from satground.config import (check_memory, load_params, param, run_stage, seed_param, source,
+                              stage_arguments)
 from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
                             plot_boards, save_prepared, split_files, split_image_pools)
 from satground.io import PipelineError, save_figure
@@ -25,6 +26,9 @@ def read_params(params: dict) -> dict:
     p["seed"] = seed_param(params, "data.seed")
     p["n_train"] = param(params, "data.n_train", int, low=1)
     p["n_test"] = param(params, "data.n_test", int, low=1)
+    # each board: puzzle, solution, image index (int64) and an input flag per cell
+    check_memory(params, "'data.n_train' and 'data.n_test'",
+                 (p["n_train"] + p["n_test"]) * p["board_size"] ** 4 * 25)
     p["test_image_fraction"] = param(params, "data.test_image_fraction", float, low=0.0, high=1.0)
     # default: the published dataset's share of givens (36.2 of 81, std 3 of 81)
     p["givens_mean"] = param(params, "data.givens.mean", float, low=1.0, high=C - 1.0,  # a blank cell

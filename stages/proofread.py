@@ -21,7 +21,7 @@ def main(argv=None):
     seed, device = run_settings(params)
     epochs = param(params, "proofread.epochs", int, low=1)
     batch_size = param(params, "proofread.batch_size", int, low=1)
-    lr = param(params, "proofread.lr", float, low=0.0)
+    lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
 
     generator = seed_everything(seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only

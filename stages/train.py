@@ -17,6 +17,7 @@ from satground.grounding import fold_into_classifier, fold_into_satnet, load_per
 from satground.io import PipelineError, save_all, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.satnet import check_setup
 from satground.tracking import StageReport
 from satground.training import bce_loss, fit
 
@@ -28,10 +29,11 @@ def main(argv=None):
     params = load_params(args.params)
     seed, device = run_settings(params)
     m, aux, max_iter = satnet_sizes(params)
+    check_setup(device)  # the kernel's compiler and settings, before any work
     epochs = param(params, "train.epochs", int, low=1)
     batch_size = param(params, "train.batch_size", int, low=1)
-    satnet_lr = param(params, "train.satnet_lr", float, low=0.0)
-    classifier_lr = param(params, "train.classifier_lr", float, low=0.0)
+    satnet_lr = param(params, "train.satnet_lr", float, low=0.0, high=1.0)
+    classifier_lr = param(params, "train.classifier_lr", float, low=0.0, high=1.0)
     init_from_ground = param(params, "train.init_from_ground", bool)
 
     generator = seed_everything(seed)

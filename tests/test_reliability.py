@@ -4,6 +4,8 @@ parameter, and leaves no half-written or stale output. (Bad params and CSV/idx/p
 tests/test_numerics.py; whole stages on the smoke profile: tests/test_pipeline.py.)"""
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +180,122 @@ def test_the_device_is_not_a_parameter(monkeypatch):
                                            "default.yaml").read_text())
 
 
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("data:\n  n_train: 200\n  n_test: 50\n  n_train: 7\n")
+    with pytest.raises(PipelineError) as exc:
+        load_params(path)
+    one_line(exc, path, "key 'n_train' given twice, on lines 2 and 4")
+
+
+@pytest.mark.parametrize("key,value,problem", [
+    ("distill.lr", float("nan"), "'distill.lr' must be a finite number"),
+    ("distill.lr", float("inf"), "'distill.lr' must be a finite number"),
+    ("distill.lr", 1e30, "'distill.lr' must be <= 1.0"),
+    ("train.satnet_lr", -1.0, "'train.satnet_lr' must be >= 0.0"),
+    ("distill.mislabel", float("nan"), "'distill.mislabel' must be a finite number"),
+    ("distill.augment.shift", float("nan"), "'distill.augment.shift' must be a finite number"),
+    ("satnet.m", 10**12, "'satnet.m' and 'satnet.aux' need about"),
+])
+def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, value, problem,
+                                                                          tmp_path):
+    """Through the stage's own command line: exit 1, one line naming the params file and key,
+    and no output written (the stage stops while reading its parameters)."""
+    import subprocess
+    import sys
+
+    from stage_commands import REPO, declared, script
+    stage = {"distill": "distill", "train": "train", "satnet": "ground"}[key.split(".")[0]]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    node = params
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(params))
+    argv = declared(stage, params=tmp_path / "bad.yaml")
+    outs = {name: tmp_path / "out" / name for name in ("model_out", "metrics_out", "plot_out")
+            if "--" + name.replace("_", "-") in argv}
+    argv = declared(stage, params=tmp_path / "bad.yaml", **outs)
+    result = subprocess.run([sys.executable, str(REPO / script(stage)), *argv], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path / "bad.yaml") in lines[0] and problem in lines[0], lines
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*"))
+
+
+@pytest.mark.parametrize("env,problem", [
+    ({"SATGROUND_CPU_PRECISION": "garbage"}, "SATGROUND_CPU_PRECISION must be one of"),
+    ({"SATGROUND_CPU_TARGET": "no-such-cpu"}, "failed"),
+    ({"CC": "false"}, "compiling"),
+    ({"CC": "/no/such/cc"}, "no C compiler '/no/such/cc'"),
+])
+def test_a_machine_the_kernel_cannot_run_on_stops_the_stage_in_one_line(env, problem, tmp_path):
+    import subprocess
+    import sys
+
+    from stage_commands import REPO, declared, script
+    outs = {"model_out": tmp_path / "out" / "ground.pt", "metrics_out": tmp_path / "out" / "m"}
+    argv = declared("ground", **outs)
+    result = subprocess.run([sys.executable, str(REPO / script("ground")), *argv], cwd=REPO,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "SATGROUND_DEVICE": "cpu", **env})
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and problem in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def ground_command(tmp_path, **outs):
+    from stage_commands import REPO, declared, script
+    outs = {"model_out": tmp_path / "out" / "ground.pt", "metrics_out": tmp_path / "out" / "m",
+            **outs}
+    return [sys.executable, str(REPO / script("ground")), *declared("ground", **outs)]
+
+
+def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_path):
+    """The orphan of a killed `dvc repro` (or a second repro) holds the outputs' lock: a
+    second run stops in one line naming the holder, and writes nothing."""
+    import fcntl
+
+    from satground.config import output_lock_path
+    lock = output_lock_path(tmp_path / "out" / "ground.pt")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        result = subprocess.run(ground_command(tmp_path), capture_output=True, text=True,
+                                timeout=300)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another process (pid 4242) is writing" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_that_is_an_existing_folder_stops_the_stage_before_any_work(tmp_path):
+    (tmp_path / "out" / "ground.pt").mkdir(parents=True)
+    result = subprocess.run(ground_command(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ground.pt: output is an existing folder" in lines[0], lines
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["ground.pt"]
+
+
+def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
+    # the mode bits do not bind root (these machines), a read-only mount does: os.access says
+    from satground import config
+    (tmp_path / "ro").mkdir()
+    real = os.access
+    monkeypatch.setattr(config.os, "access",
+                        lambda p, mode: False if Path(p) == tmp_path / "ro" else real(p, mode))
+    with pytest.raises(PipelineError) as exc:
+        config.check_output_place(tmp_path / "ro" / "models" / "lenet.pt")
+    one_line(exc, tmp_path / "ro", "cannot write here")
+    config.check_output_place(tmp_path / "rw" / "lenet.pt")  # a folder yet to be made is fine
+
+
 @pytest.mark.parametrize("seed", [-1, 2**32])
 def test_seeds_outside_32_bits_are_refused(seed):
     with pytest.raises(PipelineError) as exc:
@@ -230,6 +348,18 @@ def test_a_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet.pt"]
     dvcignore = (Path(__file__).resolve().parents[1] / ".dvcignore").read_text()
     assert ".*.tmp-*" in dvcignore.split()  # and DVC never hashes one
+
+
+def test_folders_a_killed_folder_writer_left_are_removed_by_the_next_write(tmp_path):
+    # what SIGKILL during atomic_directory leaves: its temporary folder (with files), or the
+    # replaced folder it had not deleted yet
+    for stale in (".cluster.tmp-99999", ".cluster.old.tmp-99998"):
+        (tmp_path / stale).mkdir()
+        (tmp_path / stale / "epoch_001.pt").write_text("old")
+    with atomic_directory(tmp_path / "cluster") as tmp:
+        (tmp / "final.pt").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster"]
+    assert [p.name for p in (tmp_path / "cluster").iterdir()] == ["final.pt"]
 
 
 @pytest.mark.parametrize("entry,value,problem", [

@@ -124,7 +124,8 @@ def test_cpu_precision_setting_is_checked(monkeypatch):
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
     layer = SATNet(10, 12, 2, backend="cpu")
     z, is_input, _ = random_problem(10, 2, 0, torch.float32)
-    with pytest.raises(ValueError, match="SATGROUND_CPU_PRECISION must be one of"):
+    from satground.satnet.layer import SetupError
+    with pytest.raises(SetupError, match="SATGROUND_CPU_PRECISION must be one of"):
         layer(z, is_input)
 
 

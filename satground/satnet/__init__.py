@@ -1,4 +1,4 @@
 """The SATNet layer: `from satground.satnet import SATNet`."""
-from .layer import BACKENDS, SATNet
+from .layer import BACKENDS, SATNet, SetupError, check_setup
 
-__all__ = ["SATNet", "BACKENDS"]
+__all__ = ["SATNet", "BACKENDS", "SetupError", "check_setup"]

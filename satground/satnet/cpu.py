@@ -53,6 +53,8 @@ from pathlib import Path
 import llvmlite.binding
 import torch
 
+from .layer import SetupError
+
 SOURCE = Path(__file__).with_name("mixing.c")
 # reassociation lets the row updates' dot products vectorise (as numba's fastmath did); nothing
 # assumes finite values, so a degenerate sample still shows up as non-finite
@@ -87,7 +89,7 @@ def target() -> str:
     value = os.environ.get("SATGROUND_CPU_TARGET", "native").strip() or "native"
     missing = [f for f in X86_LEVELS.get(value, ()) if f not in host_features()]
     if missing:
-        raise RuntimeError(f"SATGROUND_CPU_TARGET={value}: this CPU lacks {', '.join(missing)}; "
+        raise SetupError(f"SATGROUND_CPU_TARGET={value}: this CPU lacks {', '.join(missing)}; "
                            f"use native or a lower level")
     return value
 
@@ -137,11 +139,11 @@ def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
                                   capture_output=True, text=True)
             if done.returncode:
                 first = (done.stderr.strip().splitlines() or ["no output"])[0]
-                raise RuntimeError(f"SATNet cpu backend: compiling {SOURCE} with {cc[0]} failed "
+                raise SetupError(f"SATNet cpu backend: compiling {SOURCE} with {cc[0]} failed "
                                    f"({first}); install a C compiler or use backend='reference'")
             os.replace(partial, target_path)
         except FileNotFoundError:
-            raise RuntimeError(f"SATNet cpu backend: no C compiler {cc[0]!r} to build {SOURCE} "
+            raise SetupError(f"SATNet cpu backend: no C compiler {cc[0]!r} to build {SOURCE} "
                                f"(set CC, or use backend='reference')") from None
         finally:
             if os.path.exists(partial):
@@ -171,8 +173,15 @@ def _bf16x3() -> int:
     to 32; elsewhere, and for float64, the fp32/fp64 vector tile) or fp32 (that tile always)."""
     value = os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
     if value not in PRECISIONS:
-        raise ValueError(f"SATGROUND_CPU_PRECISION must be one of {PRECISIONS}, got {value!r}")
+        raise SetupError(f"SATGROUND_CPU_PRECISION must be one of {PRECISIONS}, got {value!r}")
     return int(value == "bf16x3")
+
+
+def check_setup() -> None:
+    """Everything the kernel needs from this machine, checked now rather than at the first
+    batch: the SATGROUND_CPU_* settings and a working compiler (builds the float32 kernel)."""
+    _bf16x3()
+    _library(torch.float32)
 
 
 def _per_sample(call, batch: int) -> list[int]:

@@ -30,6 +30,22 @@ class NonFiniteError(ValueError):
     """SATNet's forward met a NaN/inf in z, S or its outputs (a ValueError: catch either)."""
 
 
+class SetupError(RuntimeError):
+    """A backend cannot run as this machine is set up: no or a failing C compiler, a bad
+    SATGROUND_CPU_* setting. One line naming the setting or the tool; `user_facing`, so a
+    pipeline stage prints it as one line."""
+
+    user_facing = True
+
+
+def check_setup(device: torch.device) -> None:
+    """What the backend of `device` needs from this machine, checked before any work: on CPU
+    the SATGROUND_CPU_* settings and a working C compiler (it builds the float32 kernel)."""
+    if device.type == "cpu":
+        from . import cpu
+        cpu.check_setup()
+
+
 def _resolve(name: str, device: torch.device) -> str:
     """The backend "auto" stands for on this device; other names unchanged."""
     if name == "auto":
