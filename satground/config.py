@@ -173,7 +173,7 @@ def check_output_place(path: Path) -> None:
         raise PipelineError(f"{path}: cannot write here ({parent} is not a writable folder)")
 
 
-_LOCKS = []  # open lock files of this process: held until it exits
+_LOCKS = {}  # lock path -> open lock file of this process: held until it exits
 
 
 def output_lock_path(output: Path) -> Path:
@@ -186,6 +186,8 @@ def hold_output_lock(output: Path) -> None:
     """Refuse to start while another process writes the same outputs (a stage left running
     when its `dvc repro` was killed, or a second `dvc repro`); the lock ends with the process."""
     lock = output_lock_path(output)
+    if lock in _LOCKS:  # this process holds it already (a stage run twice in one process)
+        return
     lock.parent.mkdir(parents=True, exist_ok=True)
     handle = open(lock, "a+")
     try:
@@ -199,7 +201,7 @@ def hold_output_lock(output: Path) -> None:
     handle.truncate(0)
     handle.write(str(os.getpid()))
     handle.flush()
-    _LOCKS.append(handle)
+    _LOCKS[lock] = handle
 
 
 def run_stage(main: Callable[[], None]) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .io import PipelineError, load_torch, save_all
-from .sudoku import valid_grids
+from .sudoku import conflicting_boards, valid_grids
 
 SPLITS = ("train", "test")
 
@@ -188,6 +188,7 @@ def load_boards(root, split: str, view: str = "ungrounded", like: Boards | None 
     images = _check_tensor(obj, "images", torch.uint8, (None, 28, 28), path)
     cell_image = _check_tensor(obj, "cell_image", torch.int64, (None, C), path)
     N = len(cell_image)
+    _check(N >= 1, path, "holds no board")
     is_input = _check_tensor(obj, "is_input", torch.bool, (N, C), path)
     labels = _check_tensor(obj, "labels", torch.uint8, (N, C), path)
     _check(bool(((cell_image >= 0) == is_input).all()), path, "cell_image must be -1 exactly at blank cells")
@@ -195,6 +196,9 @@ def load_boards(root, split: str, view: str = "ungrounded", like: Boards | None 
     _check(bool((labels[is_input] == 0).all()), path, "labels at input cells must be 0 (ungrounded view)")
     _check(bool(((labels[~is_input] >= 1) & (labels[~is_input] <= K)).all()), path,
            f"labels at blank cells must be 1..{K}")
+    clash = np.flatnonzero(conflicting_boards(labels.numpy(), board_size))
+    _check(len(clash) == 0, path, f"board {clash[0] if len(clash) else 0}: blank-cell labels repeat "
+                                  f"a digit in a row, column or box ({len(clash)} such boards)")
     if view == "grounded":
         gpath = Path(root) / f"{split}_grounded.pt"
         labels = _check_tensor(load_torch(gpath, f"{split} grounded labels"), "labels", torch.uint8, (N, C), gpath)

@@ -218,6 +218,9 @@ def load_permutation(path, n_digits: int) -> dict:
                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     for key in ("permutation", "output_permutation"):
         perm = loaded[key]
+        entries = saved[key] if isinstance(saved[key], list) else [saved[key]]
+        if not all(type(x) is int for x in entries):  # torch.tensor would truncate 1.7 to 1
+            raise PipelineError(f"{path}: '{key}' must hold integers, got {saved[key]}")
         if perm.shape != (n_digits,) or not is_permutation(perm):
             raise PipelineError(f"{path}: '{key}' must be a permutation of 0..{n_digits - 1}, "
                                 f"got {perm.tolist()}")

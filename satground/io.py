@@ -152,6 +152,13 @@ def load_torch(path, what: str = "artifact"):
         raise PipelineError(f"{path}: cannot read {what} ({type(exc).__name__}: {first})") from None
 
 
+def check_finite_weights(module: torch.nn.Module, path, what: str) -> None:
+    """One-line error naming the file and the first weight holding NaN or inf."""
+    for name, value in module.state_dict().items():
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            raise PipelineError(f"{path}: the {what} holds non-finite weights (NaN/inf) in '{name}'")
+
+
 def seed_everything(seed: int) -> torch.Generator:
     """Seed python, numpy and torch; ask torch for deterministic kernels where it has them."""
     random.seed(seed)

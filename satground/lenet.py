@@ -112,14 +112,17 @@ def save_lenet(model: LeNet, path) -> None:
 
 def load_lenet(path) -> LeNet:
     """Rebuild a LeNet saved by save_lenet; one-line PipelineError when the file is not one."""
-    from .io import PipelineError, load_torch
+    from .io import PipelineError, check_finite_weights, load_torch
 
     ckpt = load_torch(path, "LeNet model")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
         raise PipelineError(f"{path}: not a LeNet model file (expected keys state_dict, n_classes)")
-    model = LeNet(int(ckpt["n_classes"]))
+    if type(ckpt["n_classes"]) is not int or ckpt["n_classes"] not in (4, 9):
+        raise PipelineError(f"{path}: 'n_classes' must be 4 or 9, got {ckpt['n_classes']!r}")
+    model = LeNet(ckpt["n_classes"])
     try:
         model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as exc:
         raise PipelineError(f"{path}: LeNet weights do not fit ({str(exc).splitlines()[0]})") from None
+    check_finite_weights(model, path, "LeNet model")
     return model

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import var_mask
-from .io import PipelineError, load_torch
+from .io import PipelineError, check_finite_weights, load_torch
 from .lenet import LeNet, image_batch
 from .satnet import SATNet
 
@@ -154,13 +154,40 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         have = f"{size ** 2}x{size ** 2}" if isinstance(size, int) else repr(size)
         raise PipelineError(f"{path}: a solver of {have} boards, but the boards are "
                             f"{boards.n_digits}x{boards.n_digits}")
+    _check_config(saved, path)
     try:
         solver = SymbolicSolver(**saved["config"], backend=backend)
         solver.load_state_dict(saved["solver"])
+        check_finite_weights(solver, path, "solver model")
         if saved["kind"] == "symbolic":
             return solver
-        classifier = LeNet(int(saved["n_classes"]))
+        classifier = LeNet(saved["n_classes"])
         classifier.load_state_dict(saved["classifier"])
+        check_finite_weights(classifier, path, "solver model's classifier")
     except (KeyError, TypeError, RuntimeError) as exc:
         raise PipelineError(f"{path}: solver model does not load ({str(exc).splitlines()[0]})") from None
     return VisualSolver(classifier, solver)
+
+
+# a solver checkpoint's config entries: (type, test of the value, what it must be)
+_CONFIG = {"board_size": (int, lambda v: v in (2, 3), "2 or 3"), "m": (int, lambda v: v >= 1, ">= 1"),
+           "aux": (int, lambda v: v >= 0, ">= 0"), "max_iter": (int, lambda v: v >= 1, ">= 1"),
+           "zero_input_outputs": (bool, None, ""), "output_softmax": (bool, None, ""),
+           "proofreader": (bool, None, "")}
+
+
+def _check_config(saved: dict, path) -> None:
+    """The checkpoint's config (and a visual one's n_classes) of the right types and ranges."""
+    config = saved.get("config")
+    if not isinstance(config, dict) or set(config) - set(_CONFIG) or not {"board_size", "m", "aux"} <= set(config):
+        raise PipelineError(f"{path}: solver config must hold board_size, m, aux (and only "
+                            f"{', '.join(_CONFIG)}), got {config!r}")
+    for key, value in config.items():
+        kind, ok, what = _CONFIG[key]
+        if type(value) is not kind or (ok is not None and not ok(value)):
+            raise PipelineError(f"{path}: solver config '{key}' must be {kind.__name__}"
+                                f"{' ' + what if what else ''}, got {value!r}")
+    if saved["kind"] == "visual" and saved.get("n_classes") != config["board_size"] ** 2:
+        raise PipelineError(f"{path}: 'n_classes' must be {config['board_size'] ** 2} for "
+                            f"{config['board_size'] ** 2}x{config['board_size'] ** 2} boards, got "
+                            f"{saved.get('n_classes')!r}")

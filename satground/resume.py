@@ -52,6 +52,17 @@ def _code() -> list[bytes]:
     return [f.read_bytes() for f in files]
 
 
+def _all_finite(obj) -> bool:
+    """No floating tensor anywhere in obj (nested dicts, lists) holds NaN or inf."""
+    if isinstance(obj, torch.Tensor):
+        return not obj.is_floating_point() or bool(torch.isfinite(obj).all())
+    if isinstance(obj, dict):
+        return all(_all_finite(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return all(_all_finite(v) for v in obj)
+    return True
+
+
 def _random_states() -> dict:
     numpy_state = np.random.get_state()
     states = {"torch": torch.get_rng_state(), "python": random.getstate(),
@@ -99,6 +110,10 @@ class Resumable:
         if not isinstance(saved, dict) or saved.get("fingerprint") != self.fingerprint:
             print(f"{self.name}: {self.path} is from another run (parameters, data or code differ); "
                   "starting from epoch 1")
+            return 0, None
+        if not _all_finite([saved.get("model"), saved.get("optimizer")]):
+            print(f"{self.name}: {self.path} holds non-finite weights or optimizer state "
+                  "(NaN/inf); starting from epoch 1")
             return 0, None
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])

@@ -308,6 +308,20 @@ def valid_grids(grids: np.ndarray, board_size: int) -> np.ndarray:
     return ok
 
 
+def conflicting_boards(grids: np.ndarray, board_size: int) -> np.ndarray:
+    """Bool (N,): a digit appears twice in some row, column or box among the filled cells of
+    each row of grids (N, C) (0 = empty, ignored)."""
+    K = n_digits(board_size)
+    grids = np.asarray(grids).reshape(-1, K, K).astype(np.int64)
+    n = board_size
+    boxes = grids.reshape(-1, n, n, n, n).transpose(0, 1, 3, 2, 4).reshape(-1, K, K)
+    bad = np.zeros(len(grids), dtype=bool)
+    for groups in (grids, grids.transpose(0, 2, 1), boxes):
+        counts = np.stack([(groups == d).sum(axis=2) for d in range(1, K + 1)], axis=2)
+        bad |= (counts > 1).any(axis=(1, 2))
+    return bad
+
+
 def is_valid_grid(grid, board_size: int) -> bool:
     """True when `grid` is complete and every row, column and box is a permutation of 1..K."""
     grid = np.asarray(grid)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from satground import infogan
+from satground import infogan, sudoku
 from satground.clustering import InfoGANClusterer, load_clusterer, peer_conflict_rate, save_clusterer
 from satground.io import PipelineError
 from satground.metrics import clustering_accuracy
@@ -40,20 +40,24 @@ def digit_images(digits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def write_split(root: Path, split: str, n_boards: int, n_images: int, rng) -> None:
+    """Valid 4x4 solutions; each given cell shows an image of its digit, every pool image
+    in some given cell where the boards allow it."""
     K, C = 4, 16
     image_labels = np.tile(np.arange(1, K + 1), n_images // K + 1)[:n_images]
     rng.shuffle(image_labels)
     images = digit_images(image_labels, rng)
-    solution = rng.integers(1, K + 1, size=(n_boards, C)).astype(np.uint8)
+    _, solution = sudoku.generate_puzzles(n_boards, 2, seed=int(rng.integers(2**31)))
+    solution = solution.astype(np.uint8)
     is_input = np.zeros((n_boards, C), bool)
     cell_image = np.full((n_boards, C), -1, np.int64)
-    unused = list(range(n_images))  # every pool image appears in some given cell
+    unused = {d: [i for i in range(n_images) if image_labels[i] == d] for d in range(1, K + 1)}
     for b in range(n_boards):
         for c in rng.choice(C, size=6, replace=False):
             is_input[b, c] = True
-            img = unused.pop() if unused else int(rng.integers(n_images))
+            digit = int(solution[b, c])
+            pool = unused[digit] or list(np.flatnonzero(image_labels == digit))
+            img = pool.pop() if unused[digit] else int(rng.choice(pool))
             cell_image[b, c] = img
-            solution[b, c] = image_labels[img]
     labels = np.where(is_input, 0, solution).astype(np.uint8)
     torch.save({"board_size": 2, "images": torch.from_numpy(images),
                 "cell_image": torch.from_numpy(cell_image), "is_input": torch.from_numpy(is_input),

@@ -96,17 +96,28 @@ def test_a_pickle_payload_is_refused_and_never_runs(prepared, tmp_path, kind):
 
 
 def test_a_solution_that_is_not_a_sudoku_is_refused(prepared):
+    """A blank cell relabelled with the digit of a given cell in its row: the blank cells alone
+    still obey the rule (the ungrounded file passes), the full solution does not."""
     path = prepared / "test_grounded.pt"
     grounded = torch.load(path, weights_only=True)
     stored = torch.load(prepared / "test.pt", weights_only=True)
-    labels = grounded["labels"].clone()
-    blank = (~stored["is_input"][3]).nonzero()[:2, 0]  # swap two blank cells' digits of board 3
-    labels[3, blank] = labels[3, blank.flip(0)]
-    if torch.equal(labels, grounded["labels"]):  # equal digits: make one cell repeat its row
-        labels[3, blank[0]] = labels[3, blank[0] ^ 1]
-    stored["labels"][3, blank] = labels[3, blank]  # the ungrounded file agrees, so only validity is off
+    labels, given = grounded["labels"].clone(), stored["is_input"][3]
+    K = 4
+    for cell in (~given).nonzero()[:, 0].tolist():
+        row = [c for c in range(cell - cell % K, cell - cell % K + K) if given[c]]
+        for other in row:
+            trial = stored["labels"][3].clone()
+            trial[cell] = labels[3, other]
+            if not sudoku.conflicting_boards(trial.numpy()[None], 2)[0]:
+                break
+        else:
+            continue
+        break
+    labels[3, cell] = labels[3, other]
+    stored["labels"][3, cell] = labels[3, cell]  # the ungrounded file agrees and is clean
     torch.save(stored, prepared / "test.pt")
     torch.save({"labels": labels}, path)
+    load_boards(prepared, "test")
     with pytest.raises(PipelineError) as exc:
         load_boards(prepared, "test", view="grounded")
     one_line(exc, path, "board 3", "not a valid Sudoku grid")
@@ -366,6 +377,7 @@ def test_folders_a_killed_folder_writer_left_are_removed_by_the_next_write(tmp_p
     ("permutation", [0, 0, 1, 2], "'permutation' must be a permutation of 0..3"),
     ("output_permutation", [0, 1, 2], "'output_permutation' must be a permutation of 0..3"),
     ("soft_permutation", [[float("nan")] * 4] * 4, "finite 4x4 matrix"),
+    ("permutation", [1.7, 2, 0.2, 3], "'permutation' must hold integers, got [1.7, 2, 0.2, 3]"),
 ])
 def test_a_permutation_file_that_is_not_one_is_refused(tmp_path, entry, value, problem):
     path = tmp_path / "permutation.json"
@@ -377,6 +389,70 @@ def test_a_permutation_file_that_is_not_one_is_refused(tmp_path, entry, value, p
     with pytest.raises(PipelineError) as exc:
         load_permutation(path, 4)
     one_line(exc, path, problem)
+
+
+def test_boards_files_without_a_board_or_breaking_the_rule_are_refused(prepared):
+    stored = torch.load(prepared / "train.pt", weights_only=True)
+    empty = {**stored, **{key: stored[key][:0] for key in ("cell_image", "is_input", "labels")}}
+    torch.save(empty, prepared / "train.pt")
+    with pytest.raises(PipelineError) as exc:
+        load_boards(prepared, "train")
+    one_line(exc, prepared / "train.pt", "holds no board")
+    ones = {**stored, "labels": torch.where(stored["is_input"], 0, 1).to(torch.uint8)}
+    torch.save(ones, prepared / "train.pt")  # every blank cell labelled 1
+    with pytest.raises(PipelineError) as exc:
+        load_boards(prepared, "train")
+    one_line(exc, prepared / "train.pt", "blank-cell labels repeat a digit in a row, column or box")
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda saved: saved.update(n_classes="abc"), "'n_classes' must be 4 for 4x4 boards, got 'abc'"),
+    (lambda saved: saved["config"].update(m=-1), "solver config 'm' must be int >= 1, got -1"),
+    (lambda saved: saved["config"].update(board_size="2"), "'board_size' must be int 2 or 3"),
+    (lambda saved: saved["solver"]["satnet.S"].__setitem__((0, 0), float("nan")),
+     "non-finite weights (NaN/inf) in 'satnet.S'"),
+    (lambda saved: saved["classifier"]["fc2.bias"].__setitem__(0, float("inf")),
+     "classifier holds non-finite weights (NaN/inf) in 'fc2.bias'"),
+])
+def test_a_foreign_or_broken_solver_checkpoint_is_refused_naming_the_file(change, problem, tmp_path):
+    path = tmp_path / "solver.pt"
+    from satground.models import VisualSolver
+    saved = checkpoint(VisualSolver(LeNet(4), SymbolicSolver(2, m=20, aux=4, max_iter=5)))
+    change(saved)
+    save_all({path: saved})
+    with pytest.raises(PipelineError) as exc:
+        load_solver(path)
+    one_line(exc, path, problem)
+
+
+def test_a_lenet_file_with_nan_weights_or_a_foreign_class_count_is_refused(tmp_path):
+    model = LeNet(4)
+    with torch.no_grad():
+        model.fc2.weight[0, 0] = float("nan")
+    save_lenet(model, tmp_path / "nan.pt")
+    with pytest.raises(PipelineError) as exc:
+        load_lenet(tmp_path / "nan.pt")
+    one_line(exc, tmp_path / "nan.pt", "non-finite weights (NaN/inf) in 'fc2.weight'")
+    save_all({tmp_path / "abc.pt": {"state_dict": LeNet(4).state_dict(), "n_classes": "abc"}})
+    with pytest.raises(PipelineError) as exc:
+        load_lenet(tmp_path / "abc.pt")
+    one_line(exc, tmp_path / "abc.pt", "'n_classes' must be 4 or 9, got 'abc'")
+
+
+def test_a_resume_file_with_non_finite_weights_is_not_resumed(tmp_path, capsys):
+    from satground.resume import Resumable
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    generator = torch.Generator().manual_seed(0)
+    first = Resumable(tmp_path, "train", model, optimizer, generator, ["data"])
+    first.save(2, {"curves": []})
+    saved = torch.load(first.path, weights_only=True)
+    saved["model"]["weight"][0, 0] = float("nan")
+    torch.save(saved, first.path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert Resumable(tmp_path, "train", model, optimizer, generator, ["data"]).restore() == (0, None)
+    assert "holds non-finite weights" in capsys.readouterr().out
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 # ---------------------------------------------------------------------------------------------
