@@ -16,7 +16,7 @@ from satground.config import load_params, param, run_settings, run_stage, stage_
 from satground.data import Boards, load_boards
 from satground.io import atomic_outputs, seed_everything
 from satground.models import load_solver
-from satground.metrics import output_metrics
+from satground.metrics import markdown_table, output_metrics
 from satground.sudoku import count_solutions_many
 from satground.tracking import StageReport
 from satground.training import predict, predicted_digits, subset
@@ -87,7 +87,7 @@ def main(argv=None):
 
     frame = table(results)
     with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
-        table_tmp.write_text(frame.astype(object).where(frame.notna(), "n/a").to_markdown(index=False) + "\n")
+        table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)
     one = results["no_proofreader"]["1"]["solvable"].get("board_accuracy")
     report.finish({"one_error_solved": one}, info=results)
