@@ -2,14 +2,13 @@
 parameter change makes stale, and one-line errors for invalid parameters."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from stage_commands import declared, script
+from stage_commands import declared, script, smoke_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
@@ -28,17 +27,7 @@ def sh(args, cwd, check=True):
 @pytest.fixture(scope="module")
 def smoke_repo(tmp_path_factory):
     """A copy of the tracked files, as a fresh clone would have them, on the smoke profile."""
-    root = tmp_path_factory.mktemp("clone")
-    files = sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split()
-    for name in files:
-        if (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
-    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # start before any run
-        shutil.rmtree(root / path, ignore_errors=True) if (root / path).is_dir() else \
-            (root / path).unlink(missing_ok=True)
-    sh(["git", "init", "-q"], root)
-    sh(["python", "scripts/profile.py", "smoke"], root)
+    root = smoke_checkout(tmp_path_factory.mktemp("clone"), sh)
     sh(["git", "add", "-A"], root)
     sh(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke"], root)
     sh(["dvc", "repro"], root)

@@ -6,7 +6,6 @@ experiment without rerunning it."""
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stage_commands import smoke_checkout
 
-REPO = Path(__file__).resolve().parent.parent
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
           "baseline_ungrounded", "nonvisual", "error_injection", "evaluate", "curves"}
 EXP = "proofread-2"
@@ -35,17 +34,7 @@ def sh(args, cwd, check=True):
 def make_origin(tmp_path) -> Path:
     """A bare repository holding one commit: the tracked files as a fresh clone has them, on the
     smoke profile, with the DVC remote configured; no dvc.lock and no outputs yet."""
-    work = tmp_path / "work"
-    files = sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split()
-    for name in files:
-        if (REPO / name).is_file():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, work / name)
-    for path in ("data/prepared", "metrics", "plots", "dvc.lock"):  # start before any run
-        shutil.rmtree(work / path, ignore_errors=True) if (work / path).is_dir() else \
-            (work / path).unlink(missing_ok=True)
-    sh(["git", "init", "-q"], work)
-    sh(["python", "scripts/profile.py", "smoke"], work)
+    work = smoke_checkout(tmp_path / "work", sh)
     sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "dvcremote")], work)
     sh(["git", "add", "-A"], work)
     sh(["git", "commit", "-qm", "smoke profile, shared DVC remote"], work)
