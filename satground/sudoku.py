@@ -295,15 +295,21 @@ def count_solutions_many(puzzles: np.ndarray, board_size: int, limit: int = 2) -
     return counts
 
 
+def _units(grids: np.ndarray, board_size: int) -> tuple[np.ndarray, ...]:
+    """(rows, columns, boxes) of grids (N, C), each (N, K, K): unit u's K cells in axis 2."""
+    K, n = n_digits(board_size), board_size
+    grids = np.asarray(grids).reshape(-1, K, K).astype(np.int64)
+    boxes = grids.reshape(-1, n, n, n, n).transpose(0, 1, 3, 2, 4).reshape(-1, K, K)
+    return grids, grids.transpose(0, 2, 1), boxes
+
+
 def valid_grids(grids: np.ndarray, board_size: int) -> np.ndarray:
     """Bool (N,): each row of grids (N, C) is complete and every row, column and box holds 1..K."""
     K = n_digits(board_size)
-    grids = np.asarray(grids).reshape(-1, K, K).astype(np.int64)
-    n = board_size
-    boxes = grids.reshape(-1, n, n, n, n).transpose(0, 1, 3, 2, 4).reshape(-1, K, K)
-    ok = (grids >= 1).all(axis=(1, 2)) & (grids <= K).all(axis=(1, 2))
+    rows, columns, boxes = _units(grids, board_size)
+    ok = (rows >= 1).all(axis=(1, 2)) & (rows <= K).all(axis=(1, 2))
     digits = np.arange(1, K + 1)
-    for groups in (grids, grids.transpose(0, 2, 1), boxes):
+    for groups in (rows, columns, boxes):
         ok &= (np.sort(groups, axis=2) == digits).all(axis=(1, 2))
     return ok
 
@@ -312,11 +318,9 @@ def conflicting_boards(grids: np.ndarray, board_size: int) -> np.ndarray:
     """Bool (N,): a digit appears twice in some row, column or box among the filled cells of
     each row of grids (N, C) (0 = empty, ignored)."""
     K = n_digits(board_size)
-    grids = np.asarray(grids).reshape(-1, K, K).astype(np.int64)
-    n = board_size
-    boxes = grids.reshape(-1, n, n, n, n).transpose(0, 1, 3, 2, 4).reshape(-1, K, K)
-    bad = np.zeros(len(grids), dtype=bool)
-    for groups in (grids, grids.transpose(0, 2, 1), boxes):
+    units = _units(grids, board_size)
+    bad = np.zeros(len(units[0]), dtype=bool)
+    for groups in units:
         counts = np.stack([(groups == d).sum(axis=2) for d in range(1, K + 1)], axis=2)
         bad |= (counts > 1).any(axis=(1, 2))
     return bad

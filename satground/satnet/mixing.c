@@ -28,11 +28,7 @@
  * on every step. Chosen from the compiler's predefined macros, so one source builds them all;
  * -DMIXING_PORTABLE forces the portable tile (tests/kernel_check.c checks it on any machine). */
 #if defined(MIXING_PORTABLE)
-/* GCC/Clang vector types, lowered to whatever the target has (or to scalars) */
-#define VBYTES 16
-#define TROWS 4
-#define TVECS 2
-#define TILE_ISA "portable"
+#define PORTABLE_TILE
 #elif defined(__AVX512F__)
 /* 32 zmm: 12 x 2 sums + 2 of X; the FMA broadcasts C from memory ({1toN}), no register */
 #define VBYTES 64
@@ -58,7 +54,10 @@
 #define TROWS 4
 #define TVECS 2
 #define TILE_ISA "sse"
-#else /* anything else: the portable tile */
+#else
+#define PORTABLE_TILE
+#endif
+#ifdef PORTABLE_TILE /* GCC/Clang vector types, lowered to whatever the target has (or scalars) */
 #define VBYTES 16
 #define TROWS 4
 #define TVECS 2
