@@ -22,6 +22,7 @@ from satground.grounding import load_permutation, permutation_record
 from satground.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
 from satground.lenet import LeNet, load_lenet, save_lenet
 from satground.models import SymbolicSolver, checkpoint, load_solver
+from stage_commands import REPO, declared, script
 
 
 def one_line(exc_info, *parts) -> str:
@@ -212,10 +213,6 @@ def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, va
                                                                           tmp_path):
     """Through the stage's own command line: exit 1, one line naming the params file and key,
     and no output written (the stage stops while reading its parameters)."""
-    import subprocess
-    import sys
-
-    from stage_commands import REPO, declared, script
     stage = {"distill": "distill", "train": "train", "satnet": "ground"}[key.split(".")[0]]
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     node = params
@@ -224,15 +221,8 @@ def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, va
         node = node[part]
     node[leaf] = value
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(params))
-    argv = declared(stage, params=tmp_path / "bad.yaml")
-    outs = {name: tmp_path / "out" / name for name in ("model_out", "metrics_out", "plot_out")
-            if "--" + name.replace("_", "-") in argv}
-    argv = declared(stage, params=tmp_path / "bad.yaml", **outs)
-    result = subprocess.run([sys.executable, str(REPO / script(stage)), *argv], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and str(tmp_path / "bad.yaml") in lines[0] and problem in lines[0], lines
+    line = one_line_exit_1(stage_command(stage, tmp_path, params=tmp_path / "bad.yaml"))
+    assert str(tmp_path / "bad.yaml") in line and problem in line, line
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*"))
 
 
@@ -243,26 +233,29 @@ def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, va
     ({"CC": "/no/such/cc"}, "no C compiler '/no/such/cc'"),
 ])
 def test_a_machine_the_kernel_cannot_run_on_stops_the_stage_in_one_line(env, problem, tmp_path):
-    import subprocess
-    import sys
-
-    from stage_commands import REPO, declared, script
-    outs = {"model_out": tmp_path / "out" / "ground.pt", "metrics_out": tmp_path / "out" / "m"}
-    argv = declared("ground", **outs)
-    result = subprocess.run([sys.executable, str(REPO / script("ground")), *argv], cwd=REPO,
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "SATGROUND_DEVICE": "cpu", **env})
-    assert result.returncode == 1, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and problem in lines[0], lines
+    line = one_line_exit_1(stage_command("ground", tmp_path), SATGROUND_DEVICE="cpu", **env)
+    assert problem in line, line
     assert not (tmp_path / "out").exists()
 
 
-def ground_command(tmp_path, **outs):
-    from stage_commands import REPO, declared, script
-    outs = {"model_out": tmp_path / "out" / "ground.pt", "metrics_out": tmp_path / "out" / "m",
-            **outs}
-    return [sys.executable, str(REPO / script("ground")), *declared("ground", **outs)]
+def stage_command(stage, tmp_path, **paths):
+    """The stage's command as dvc.yaml declares it, its model, metrics and plot outputs moved
+    under tmp_path/out (the model as <stage>.pt); `paths` replace others (params=...)."""
+    out = tmp_path / "out"
+    argv = declared(stage)
+    moved = {"model_out": out / f"{stage}.pt", "metrics_out": out / "m", "plot_out": out / "plot.png"}
+    moved = {name: path for name, path in moved.items() if "--" + name.replace("_", "-") in argv}
+    return [sys.executable, str(REPO / script(stage)), *declared(stage, **{**moved, **paths})]
+
+
+def one_line_exit_1(command, **env) -> str:
+    """Run a stage command from the repository; it must exit 1 with one line on stderr."""
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, **env})
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_path):
@@ -277,20 +270,15 @@ def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_p
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.write("4242")
         held.flush()
-        result = subprocess.run(ground_command(tmp_path), capture_output=True, text=True,
-                                timeout=300)
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "another process (pid 4242) is writing" in lines[0], lines
+        line = one_line_exit_1(stage_command("ground", tmp_path))
+    assert "another process (pid 4242) is writing" in line, line
     assert not (tmp_path / "out").exists()
 
 
 def test_an_output_that_is_an_existing_folder_stops_the_stage_before_any_work(tmp_path):
     (tmp_path / "out" / "ground.pt").mkdir(parents=True)
-    result = subprocess.run(ground_command(tmp_path), capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "ground.pt: output is an existing folder" in lines[0], lines
+    line = one_line_exit_1(stage_command("ground", tmp_path))
+    assert "ground.pt: output is an existing folder" in line, line
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["ground.pt"]
 
 
