@@ -35,6 +35,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from satground.io import load_json  # noqa: E402
+from satground.params import compose  # noqa: E402
 
 
 def stage(script: str, *args) -> float:
@@ -48,7 +49,7 @@ def stage(script: str, *args) -> float:
 
 def params_for(digits: int, seed: int, method: str, n_train: int | None, restarts: int = 1,
                epochs: int | None = None) -> dict:
-    params = yaml.safe_load((REPO / "profiles" / "default.yaml").read_text())
+    params = compose("default")
     params["data"]["seed"] = seed
     params["cluster"].update(method=method, seed=seed, restarts=restarts)
     if epochs is not None:  # InfoGAN; no checkpoint but the first and the last

@@ -29,10 +29,11 @@ from satground.grounding import load_permutation  # noqa: E402
 from satground.io import load_json  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
 from satground.metrics import best_matching  # noqa: E402
+from satground.params import compose  # noqa: E402
 
 
 def params_for(profile: str, seed: int) -> dict:
-    params = yaml.safe_load((REPO / "profiles" / f"{profile}.yaml").read_text())
+    params = compose(profile)
     params["seed"] = seed
     for section in ("data", "cluster", "distill"):
         params[section]["seed"] = seed

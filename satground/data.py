@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.sparse import coo_matrix
 
 from .io import PipelineError, load_torch, save_all
-from .sudoku import conflicting_boards, valid_grids
+from .sudoku import conflicting_boards, peers, valid_grids
 
 SPLITS = ("train", "test")
 
@@ -248,40 +249,49 @@ def var_mask(is_input: torch.Tensor, n_digits: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# picture
+# the given-cell images: what the clusterers read, and their true digits for reporting only
 
 
-def plot_boards(boards: Boards, n_boards: int = 4):
-    """Figure of the first boards: given cells show their image, blank cells the solution digit
-    faintly (boards must be the grounded view)."""
-    import matplotlib
+def load_given_images(root, split: str, n_digits: int | None = None):
+    """The distinct images shown in given cells of a split's boards (ungrounded view).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Returns (images uint8 (M, 28, 28), pool indices (M,), the boards). Reads `{split}.pt` only;
+    that file carries no input-cell labels, which is asserted here so a grounded file cannot slip
+    in. n_digits: the K another split's boards have (train and test must agree).
+    """
+    boards = load_boards(root, split)
+    if n_digits is not None and boards.n_digits != n_digits:
+        raise PipelineError(f"{root}/{split}.pt: boards of {boards.n_digits} digits, but the other "
+                            f"split's boards have {n_digits} (rerun prepare)")
+    if bool((boards.labels[boards.is_input] != 0).any()):
+        raise PipelineError(f"{root}/{split}.pt: holds labels at input cells; clustering must "
+                            "read the ungrounded view only")
+    indices = given_image_indices(boards)
+    return boards.images[indices], indices, boards
 
-    K, n = boards.n_digits, boards.board_size
-    n_boards = min(n_boards, len(boards))
-    cols = min(n_boards, 2)
-    rows = (n_boards + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
-    for b, ax in enumerate(axes.flat):
-        ax.axis("off")
-        if b >= n_boards:
-            continue
-        canvas = np.zeros((K * 28, K * 28), np.uint8)
-        for c in range(K * K):
-            r, q = divmod(c, K)
-            if boards.is_input[b, c]:
-                canvas[r * 28:(r + 1) * 28, q * 28:(q + 1) * 28] = boards.images[boards.cell_image[b, c]].numpy()
-            else:
-                ax.text(q * 28 + 14, r * 28 + 14, str(int(boards.labels[b, c])), color="0.55",
-                        ha="center", va="center", fontsize=7 if K == 9 else 14)
-        ax.imshow(255 - canvas, cmap="gray", vmin=0, vmax=255)
-        for i in range(K + 1):
-            width = 1.6 if i % n == 0 else 0.4
-            ax.axhline(i * 28 - 0.5, color="k", lw=width)
-            ax.axvline(i * 28 - 0.5, color="k", lw=width)
-        ax.set_title(f"board {b}: {int(boards.is_input[b].sum())} givens", fontsize=9)
-    fig.suptitle("Training boards: given cells show MNIST images; grey digits are the hidden solution",
-                 fontsize=9)
-    return fig
+
+def peer_cannot_links(boards, indices: torch.Tensor):
+    """scipy sparse (M, M) 0/1 over the pool images `indices`: 1 where two of them are shown in
+    peer cells (same row, column or box) of some board, so they show different digits. Read from
+    the positions of the given cells alone: no label."""
+    pairs = np.argwhere(np.triu(peers(boards.board_size).numpy(), 1))  # (a, b) peer cells
+    cell_image, is_input = boards.cell_image.numpy(), boards.is_input.numpy()
+    both = is_input[:, pairs[:, 0]] & is_input[:, pairs[:, 1]]
+    first, second = cell_image[:, pairs[:, 0]][both], cell_image[:, pairs[:, 1]][both]
+    position = np.full(len(boards.images), -1)
+    position[indices.numpy()] = np.arange(len(indices))
+    M = len(indices)
+    links = coo_matrix((np.ones(len(first)), (position[first], position[second])), shape=(M, M)).tocsr()
+    return ((links + links.T) > 0).astype(np.float64)
+
+
+def load_image_labels(root, split: str, indices: torch.Tensor):
+    """True digits (0-based, long (M,)) of the given pool images, for *reporting* accuracy only.
+
+    Returns None when `{split}_truth.pt` is absent (reporting is then disabled). Only the
+    "image_labels" entry is read; "input_labels" is never touched.
+    """
+    if not (Path(root) / f"{split}_truth.pt").is_file():
+        return None
+    image_labels = load_truth(root, split)["image_labels"]
+    return image_labels[indices].long() - 1

@@ -20,12 +20,16 @@ input-cell label.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from .io import PipelineError
 from .sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")
@@ -39,6 +43,10 @@ class PermutationAccumulator:
 
     def __init__(self, n_digits: int):
         self.total = torch.zeros(n_digits, n_digits, dtype=torch.float64)
+        self.count = 0
+
+    def reset(self) -> None:
+        self.total.zero_()
         self.count = 0
 
     def add(self, P: torch.Tensor) -> None:
@@ -200,11 +208,6 @@ def load_permutation(path, n_digits: int) -> dict:
     """The record permutation_record wrote, with "permutation", "output_permutation" as long (K,)
     and "soft_permutation" as float (K, K), each checked: two permutations of 0..K-1 and a finite
     K x K matrix; one-line errors name the file. The other entries as saved."""
-    import json
-    from pathlib import Path
-
-    from .io import PipelineError
-
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: permutation not found (run the ground stage)")

@@ -1,7 +1,6 @@
 """InfoGAN (Chen et al. 2016) for unsupervised clustering of digit images.
 
-The MNIST model of the public InfoGAN-PyTorch code the paper's authors used (SPEC section 3,
-item 2). The generator sees noise (62) + a one-hot categorical code with K values + continuous
+The MNIST model of the public InfoGAN-PyTorch code the paper's authors used. The generator sees noise (62) + a one-hot categorical code with K values + continuous
 codes (2, uniform in [-1, 1]); the discriminator trunk is shared by the real/fake head D and
 the head Q that recovers the codes from an image. The cluster of a real image is the arg max
 of Q's categorical logits. Layers that act on a 1x1 map (or a kernel covering the whole map)
@@ -14,11 +13,14 @@ Parameter counts at K=9: generator 6,631,808; trunk 6,556,992; D head 1,025; Q h
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm import tqdm
 
+from .io import seed_everything
 from .lenet import image_batch
 
 
@@ -172,7 +174,7 @@ def train_step(model: InfoGAN, opt_d, opt_g, real: torch.Tensor, rng: torch.Gene
             "loss_q_cont": loss_cont.item()}
 
 
-def train_epoch(model: InfoGAN, opt_d, opt_g, images: torch.Tensor, batch_size: int,
+def adversarial_epoch(model: InfoGAN, opt_d, opt_g, images: torch.Tensor, batch_size: int,
                 rng: torch.Generator, cont_weight: float = 0.1, progress=None) -> dict[str, float]:
     """One pass over uint8 images (N, 28, 28) in random order; mean of each loss."""
     model.train()
@@ -242,3 +244,66 @@ def sample_grid(model: InfoGAN, per_code: int, rng: torch.Generator) -> torch.Te
         rows.append(model.generator(latent.to(device)).cpu()[:, 0])
     model.train(was_training)
     return torch.stack(rows)
+
+
+class InfoGANClusterer:
+    """InfoGAN as a clusterer (satground.clustering): trained for cluster.epochs, the cluster of an
+    image being Q's categorical arg max."""
+
+    method = "infogan"
+
+    def __init__(self, model: InfoGAN):
+        self.model = model
+        self.n_clusters = model.n_classes
+
+    @classmethod
+    def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
+                      device: torch.device = torch.device("cpu"), on_epoch=None) -> "InfoGANClusterer":
+        """Train on uint8 images (N, 28, 28) for cfg.epochs; on_epoch(epoch, clusterer, losses,
+        seconds) after each epoch and at epoch 0 (the untrained start, for the ablation)."""
+        if len(images) < cfg.batch_size:
+            raise ValueError(f"'cluster.batch_size' = {cfg.batch_size} exceeds the {len(images)} "
+                             "training images")
+        rng = seed_everything(seed)
+        model = InfoGAN(n_clusters, cfg.noise_dim, cfg.n_cont).to(device)
+        opt_d, opt_g = make_optimizers(model, cfg.lr_d, cfg.lr_g)
+        clusterer = cls(model)
+
+        def end_of_epoch(epoch: int, losses: dict, seconds):
+            # clusters of real images use batch-norm statistics of real images (see the function)
+            calibrate_batch_norm(model, images)
+            return on_epoch(epoch, clusterer, losses, seconds) if on_epoch else {}
+
+        end_of_epoch(0, {}, None)
+        steps_per_epoch = len(images) // cfg.batch_size
+        with tqdm(total=cfg.epochs * steps_per_epoch, desc=f"infogan seed {seed}", unit="step") as bar:
+            for epoch in range(1, cfg.epochs + 1):
+                start = time.perf_counter()
+                losses = adversarial_epoch(model, opt_d, opt_g, images, cfg.batch_size, rng,
+                                           cfg.cont_weight, progress=bar)
+                row = end_of_epoch(epoch, losses, time.perf_counter() - start) or {}
+                bar.set_postfix({k: f"{v:.3f}" for k, v in row.items()
+                                 if k.endswith("accuracy") and v is not None})
+        return clusterer
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> "InfoGANClusterer":
+        model = InfoGAN(**ckpt["config"])
+        model.load_state_dict(ckpt["state_dict"])
+        return cls(model)
+
+    def checkpoint(self) -> dict:
+        state = {name: t.detach().cpu().clone() for name, t in self.model.state_dict().items()}
+        return {"method": self.method, "config": self.model.config(), "state_dict": state}
+
+    def assign(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> cluster index (N,) in 0..K-1."""
+        return assign_clusters(self.model, images)
+
+    def sample_grid(self, images: torch.Tensor):
+        """Generated digits, one row per code (the real images are not needed)."""
+        return (sample_grid(self.model, 10, torch.Generator().manual_seed(0)),
+                "InfoGAN samples: rows share a code, columns share noise")
+
+    def parameter_counts(self) -> dict[str, int]:
+        return parameter_counts(self.model)

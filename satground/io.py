@@ -112,11 +112,6 @@ def save_json(obj, path) -> None:
         tmp.write_text(json_text(obj))
 
 
-def save_text(text: str, path) -> None:
-    with atomic_write(path) as tmp:
-        tmp.write_text(text)
-
-
 def save_figure(fig, path) -> None:
     """Save a matplotlib figure as PNG atomically and close it."""
     import matplotlib.pyplot as plt

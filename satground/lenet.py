@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .io import PipelineError, check_finite_weights, load_torch, save_torch
+
 
 def image_batch(images: torch.Tensor) -> torch.Tensor:
     """uint8 images (N, 28, 28) in 0..255 -> float (N, 1, 28, 28) in [0, 1] (what both nets take)."""
@@ -78,7 +80,7 @@ def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0
     return F.grid_sample(x, grid, align_corners=False)
 
 
-def train_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+def distill_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Tensor,
                 targets: torch.Tensor, batch_size: int, generator: torch.Generator,
                 augmentation: dict | None = None) -> float:
     """One epoch of cross-entropy on (images uint8 (N,28,28), targets long (N,)); mean loss.
@@ -105,15 +107,11 @@ def train_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Te
 
 
 def save_lenet(model: LeNet, path) -> None:
-    from .io import save_torch
-
     save_torch({"state_dict": model.state_dict(), "n_classes": model.n_classes}, path)
 
 
 def load_lenet(path) -> LeNet:
     """Rebuild a LeNet saved by save_lenet; one-line PipelineError when the file is not one."""
-    from .io import PipelineError, check_finite_weights, load_torch
-
     ckpt = load_torch(path, "LeNet model")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
         raise PipelineError(f"{path}: not a LeNet model file (expected keys state_dict, n_classes)")

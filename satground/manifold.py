@@ -28,11 +28,22 @@ import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import eigsh
 
+from .io import seed_everything
+
 
 def _features(images: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:
     """PCA features of uint8 images (the checkpoint keeps the PCA as tensors: mean, components)."""
     x = images.reshape(len(images), -1).float() / 255.0
     return (x - mean) @ components.T
+
+
+def cluster_members(clusters: torch.Tensor, images: torch.Tensor, K: int, n: int = 10):
+    """grid (K, n, 28, 28) in [0, 1] of the first n images of each cluster (blank if fewer)."""
+    grid = torch.zeros(K, n, 28, 28)
+    for k in range(K):
+        members = images[clusters == k][:n]
+        grid[k, :len(members)] = members.float() / 255.0
+    return grid
 
 
 class ManifoldClusterer:
@@ -72,6 +83,15 @@ class ManifoldClusterer:
                    torch.from_numpy(labels.astype(np.int64)))
 
     @classmethod
+    def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
+                      device=None, on_epoch=None):
+        """The registry's fit (satground.clustering): cfg is the params' cluster section.
+        Training-free: on the CPU, no epochs."""
+        seed_everything(seed)
+        return cls.fit(images, n_clusters, n_neighbors=cfg.n_neighbors, seed=seed,
+                       cannot_link=cannot_link, peer_weight=cfg.peer_weight)
+
+    @classmethod
     def from_checkpoint(cls, ckpt: dict):
         state = ckpt["state_dict"]
         return cls(ckpt["config"]["n_clusters"], ckpt["config"]["n_neighbors"], state["mean"],
@@ -98,6 +118,11 @@ class ManifoldClusterer:
             self._classifier = self.classifier()
         feats = _features(images, self.mean, self.components).numpy()
         return torch.from_numpy(self._classifier.predict(feats).astype(np.int64))
+
+    def sample_grid(self, images: torch.Tensor):
+        """Training images of each cluster, one row per cluster."""
+        return (cluster_members(self.assign(images), images, self.n_clusters),
+                f"{self.method} clusters: training images, one row per cluster")
 
     def parameter_counts(self) -> dict[str, int]:
         total = sum(t.numel() for t in (self.mean, self.components, self.train_features))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy.optimize import linear_sum_assignment
+from scipy.sparse import triu
 
 from .data import Boards
 from .sudoku import peers, valid_grids
@@ -107,3 +108,28 @@ def markdown_table(frame: pd.DataFrame) -> str:
             return "n/a"
         return f"{x:.1f}" if isinstance(x, (float, np.floating)) else str(x)
     return frame.astype(object).map(cell).to_markdown(index=False, disable_numparse=True)
+
+
+def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str, float]:
+    """Clustering accuracy (Hungarian; None without labels) and the largest cluster's share."""
+    sizes = torch.bincount(clusters, minlength=n_clusters)
+    report = {"largest_cluster_fraction": float(sizes.max()) / max(len(clusters), 1)}
+    report["accuracy"] = (None if labels is None
+                          else clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters))
+    return report
+
+
+def peer_conflict_rate(clusters: torch.Tensor, cannot_link) -> float:
+    """Share of the cannot-link pairs (images shown in peer given cells, so different digits)
+    whose images share a cluster: 0 for clusters that are the digits, about 1/K for random ones.
+    Label-free: the restarts' selection criterion."""
+    pairs = triu(cannot_link, 1).tocoo()
+    if pairs.nnz == 0:
+        return 0.0
+    clusters = clusters.numpy()
+    return float((clusters[pairs.row] == clusters[pairs.col]).mean())
+
+
+def format_accuracy(value) -> str:
+    """An accuracy for a log line; None where no truth file was there to measure it."""
+    return "n/a (no truth file)" if value is None else f"{value:.3f}"

@@ -22,6 +22,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
+import torch
 from numba import njit, prange
 
 from .io import PipelineError
@@ -41,8 +42,6 @@ def n_cells(board_size: int) -> int:
 
 def peers(board_size: int):
     """bool torch tensor (C, C): cells sharing a row, column or box (a cell is not its own peer)."""
-    import torch
-
     K = board_size ** 2
     row, col = torch.arange(K * K) // K, torch.arange(K * K) % K
     box = (row // board_size) * board_size + col // board_size
@@ -441,8 +440,6 @@ def check_puzzles(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, w
 
 
 def _load_tensor(path: Path, mmap: bool = False):
-    import torch
-
     if not path.is_file():
         raise PipelineError(f"{path}: file not found")
     try:
@@ -491,8 +488,6 @@ def read_published(folder, board_size: int = 3, n_first: int | None = None, n_la
     rescaled linearly so that the given cells span 0..255: the files' float scaling (0..1,
     0..255 or mean/std normalised) is not documented.
     """
-    import torch
-
     folder = Path(folder)
     if not folder.is_dir():
         raise PipelineError(f"{folder}: published dataset folder not found")

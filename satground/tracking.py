@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .io import PipelineError, load_json, save_json
+from .params import read_yaml
 
 DIGITS = 4  # headline values are rounded: 0.8460, not 0.8459999..., in `dvc exp show`
 CURVES = Path("plots") / "metrics"
@@ -82,8 +83,6 @@ def load_scores(directory) -> dict:
 
 def epoch_plots(dvcyaml) -> dict:
     """The per-epoch plots of dvc.yaml's top-level `plots:` section (those with x: step), by id."""
-    from .config import read_yaml
-
     entries = read_yaml(dvcyaml, "pipeline file").get("plots", [])
     plots = {}
     for entry in entries:

@@ -6,6 +6,7 @@ is exactly what that Boards holds: the ungrounded view has no input-cell labels 
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,9 +18,11 @@ from tqdm import tqdm
 
 from .data import Boards, onehot, var_mask
 from .grounding import relabel
+from .io import PipelineError
 from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .resume import Resumable
+from .satnet.layer import NonFiniteError
 
 
 @dataclass
@@ -79,9 +82,6 @@ def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimiz
     A non-finite loss, gradient or SATNet forward stops it with a one-line PipelineError naming
     `desc` and the batch, raised before optimizer.step(): the model is never updated with NaN.
     """
-    from .io import PipelineError
-    from .satnet.layer import NonFiniteError
-
     model.train()
     total, seen = 0.0, 0
     batches = batch_indices(len(boards), batch_size, generator)
@@ -172,30 +172,77 @@ def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, ba
     return solution_metrics(digits, solution, boards)
 
 
+class EarlyStopping:
+    """The rule that ends a loop early: stop after `patience` epochs whose `metric` (higher is
+    better) does not beat the best one. Keeps the best epoch's row, `module`'s weights and
+    whatever `keep()` returns then; `restore()` puts those weights back."""
+
+    def __init__(self, metric: str, patience: int, module: nn.Module, keep: Callable[[], dict] = dict):
+        self.metric, self.patience, self.module, self.keep = metric, patience, module, keep
+        self.best: dict | None = None
+        self.waited = self.last_epoch = 0
+
+    def step(self, epoch: int, row: dict) -> None:
+        self.last_epoch = epoch
+        if self.best is None or row[self.metric] > self.best["row"][self.metric]:
+            self.best = {"epoch": epoch, "row": row, "state": copy.deepcopy(self.module.state_dict()),
+                         **self.keep()}
+            self.waited = 0
+        else:
+            self.waited += 1
+
+    @property
+    def stopped(self) -> bool:
+        return self.waited >= self.patience
+
+    def restore(self) -> dict:
+        self.module.load_state_dict(self.best["state"])
+        return self.best
+
+    def state_dict(self) -> dict:
+        return {"best": self.best, "waited": self.waited, "last_epoch": self.last_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.waited, self.last_epoch = state["best"], state["waited"], state["last_epoch"]
+
+
 def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Optimizer,
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
-        generator: torch.Generator, report=None, desc: str = "epoch",
-        prefix: str = "", resume_dir=None) -> dict[str, float]:
-    """Train for `epochs`, scoring the test boards after each (blank cells only: no input-cell
-    label is read). Logs the curves {prefix}loss and {prefix}test_* at each epoch to `report`
-    (a tracking.StageReport); returns the last epoch's values. With `resume_dir`, a run killed
-    mid-way continues after its last finished epoch (satground.resume; `desc` names the file)."""
-    resumable = Resumable(resume_dir, desc, model, optimizer, generator, train, epochs, batch_size)
+        generator: torch.Generator, report=None, desc: str = "epoch", prefix: str = "",
+        resume_dir=None, evaluate: Callable[[], dict] | None = None,
+        stopping: EarlyStopping | None = None, identity: tuple = ()) -> dict[str, float]:
+    """The training loop of every SATNet stage: up to `epochs` passes over `train`, each scored
+    by `evaluate()` (default: the test boards' blank cells, so no input-cell label is read),
+    ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
+    (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
+    continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
+    adds settings the fingerprint must cover)."""
+    if evaluate is None:
+        def evaluate():
+            return {f"test_{k}": v for k, v in evaluate_outputs(model, test, batch_size, device).items()}
+    resumable = Resumable(resume_dir, desc, model, optimizer, generator, train, epochs, batch_size,
+                          *identity, None if stopping is None else (stopping.metric, stopping.patience))
     done, state = resumable.restore()
     history = state["history"] if state else []
-    for epoch, values in enumerate(history, start=1):  # the curves of the epochs already run
+    if state and stopping is not None:
+        stopping.load_state_dict(state["stopping"])
+    for epoch, row in enumerate(history, start=1):  # the curves of the epochs already run
         if report is not None:
-            report.log_epoch(epoch, values, prefix)
-    for epoch in tqdm(range(done + 1, epochs + 1), desc=desc, disable=epochs - done < 2):
+            report.log_epoch(epoch, row, prefix)
+    epoch = done
+    while epoch < epochs and not (stopping is not None and stopping.stopped):
+        epoch += 1
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
                            desc=f"{desc} epoch {epoch}")
-        scores = evaluate_outputs(model, test, batch_size, device)
-        history.append({"loss": loss, **{f"test_{k}": v for k, v in scores.items()}})
+        history.append({"loss": loss, **evaluate()})
         if report is not None:
             report.log_epoch(epoch, history[-1], prefix)
-        resumable.save(epoch, {"history": history})
-        tqdm.write(f"{desc} {epoch}/{epochs}: loss {loss:.4f}, test blank cells "
-                   f"{scores['blank_cells']:.3f}, boards with every blank right {scores['blank_boards']:.3f}")
+        if stopping is not None:
+            stopping.step(epoch, history[-1])
+        resumable.save(epoch, {"history": history,
+                               "stopping": None if stopping is None else stopping.state_dict()})
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in history[-1].items() if isinstance(v, float))
+        tqdm.write(f"{desc} {epoch}/{epochs}: {shown}")
     resumable.finish()
     return history[-1] if history else {}
 

@@ -16,14 +16,15 @@ the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ab
 import argparse
 import sys
 
+import dvc.api
 import matplotlib
 import pandas as pd
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from satground.config import flat_keys, load_params  # noqa: E402
 from satground.io import atomic_write, save_figure  # noqa: E402
+from satground.params import known_keys  # noqa: E402
 
 
 def column(row: dict, name: str):
@@ -89,9 +90,7 @@ def main():
     parser.add_argument("--csv", default="metrics/ablation.csv")
     parser.add_argument("--plot", default="plots/ablation.png")
     args = parser.parse_args()
-    import dvc.api
-
-    keys = flat_keys(load_params("params.yaml"))
+    keys = known_keys()
     table = pd.DataFrame(rows(dvc.api.exp_show(), args.sweep, keys)).drop_duplicates()
     if table.empty:
         print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -64,8 +65,6 @@ def commit(root: Path) -> str:
 def stage_figures(root: Path) -> list[str]:
     """The PNG files the pipeline's stages write (dvc.yaml outs: figures of this run, not the
     ablation's or a benchmark's, which live in plots/ too)."""
-    import yaml
-
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     declared = [next(iter(entry)) if isinstance(entry, dict) else entry
                 for stage in stages.values() for entry in stage.get("outs", [])]

@@ -1,23 +1,28 @@
-"""Switch the parameter profile: python scripts/profile.py {default,smoke,paper}
+"""Switch the parameter profile: python scripts/profile.py NAME  (default, cpu9, paper, smoke)
 
-Copies profiles/<name>.yaml over params.yaml (the file every stage reads). Then `dvc repro`, or
-`dvc exp run -n <name>` to record the run as an experiment.
+Writes params.yaml (the file every stage reads) as the defaults of satground/params.py with
+profiles/NAME.yaml's changes laid over them; `default` is the defaults alone. Then `dvc repro`,
+or `dvc exp run -n NAME` to record the run as an experiment.
 """
-import shutil
 import sys
 from pathlib import Path
 
-PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from satground.io import PipelineError  # noqa: E402
+from satground.params import params_text  # noqa: E402
 
 
 def main(argv):
-    names = sorted(p.stem for p in PROFILES.glob("*.yaml"))
-    if len(argv) != 1 or argv[0] not in names:
-        given = argv[0] if argv else "nothing"
-        print(f"error: unknown profile '{given}': choose one of {', '.join(names)}", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: python scripts/profile.py NAME", file=sys.stderr)
         return 1
-    shutil.copyfile(PROFILES / f"{argv[0]}.yaml", PROFILES.parent / "params.yaml")
-    print(f"params.yaml <- profiles/{argv[0]}.yaml")
+    try:
+        text = params_text(argv[0])
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    (Path(__file__).resolve().parents[1] / "params.yaml").write_text(text)
+    print(f"params.yaml <- {argv[0]} profile")
     return 0
 
 

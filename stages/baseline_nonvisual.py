@@ -8,12 +8,12 @@ import copy
 
 import torch
 
-from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes,
-                              stage_arguments)
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
+from satground.params import load_params
 from satground.satnet import check_setup
+from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, save_scores
 from satground.training import bce_loss, fit, solution_scores
 
@@ -23,38 +23,33 @@ def main(argv=None):
                                      "resume-dir"], argv)
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    m, aux, max_iter = satnet_sizes(params)
+    cfg, sat, device = params.baseline_nonvisual, params.satnet, stage_device()
+    check_satnet_memory(params)
     check_setup(device)  # the kernel's compiler and settings, before any work
-    epochs = param(params, "baseline_nonvisual.epochs", int, low=1)
-    batch_size = param(params, "baseline_nonvisual.batch_size", int, low=1)
-    lr = param(params, "baseline_nonvisual.lr", float, low=0.0, high=1.0)
-    proofread_epochs = param(params, "baseline_nonvisual.proofread_epochs", int, low=1)
-    proofread_lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
 
-    generator = seed_everything(seed)
+    generator = seed_everything(params.seed)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
     test = load_boards(args.prepared, "test", view="grounded", like=train)
 
-    model = SymbolicSolver(train.board_size, m, aux, max_iter, zero_input_outputs=False).to(device)
+    model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs,
-                          batch_size, device, generator, report, desc="non-visual SATNet",
+    optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
+    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs,
+                          cfg.batch_size, device, generator, report, desc="non-visual SATNet",
                           resume_dir=args.resume_dir)}
-    scores = {"no_proofreader": solution_scores(model, test, test.labels, batch_size, device)}
+    scores = {"no_proofreader": solution_scores(model, test, test.labels, cfg.batch_size, device)}
     # saved with the proofread model at the end: an interrupted run leaves neither, never one
     # model of this run beside one of an earlier run
     without_proofreader = copy.deepcopy(checkpoint(model.cpu()))
 
-    optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=proofread_lr)
+    optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
     model.to(device)
     last["proofread"] = fit(model, train, test, optimizer, bce_loss(on_inputs=False),
-                            proofread_epochs, batch_size, device, generator, report,
+                            cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                             desc="non-visual proofread", prefix="proofread/",
                             resume_dir=args.resume_dir)
-    scores["proofreader"] = solution_scores(model, test, test.labels, batch_size, device)
+    scores["proofreader"] = solution_scores(model, test, test.labels, cfg.batch_size, device)
 
     save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu())})
     save_scores(scores, args.metrics_out)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes,
-                              stage_arguments)
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
+from satground.params import load_params
 from satground.satnet import check_setup
+from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, save_scores
 from satground.training import bce_loss, fit, solution_scores
 
@@ -24,45 +24,39 @@ def main(argv=None):
                            p.add_argument("--view", choices=("grounded", "ungrounded"), required=True))
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    m, aux, max_iter = satnet_sizes(params)
+    cfg, sat, device = params.baseline_visual, params.satnet, stage_device()
+    check_satnet_memory(params)
     check_setup(device)  # the kernel's compiler and settings, before any work
-    epochs = param(params, "baseline_visual.epochs", int, low=1)
-    batch_size = param(params, "baseline_visual.batch_size", int, low=1)
-    satnet_lr = param(params, "baseline_visual.satnet_lr", float, low=0.0, high=1.0)
-    classifier_lr = param(params, "baseline_visual.classifier_lr", float, low=0.0, high=1.0)
-    proofread_epochs = param(params, "baseline_visual.proofread_epochs", int, low=0)
-    proofread_lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
 
-    generator = seed_everything(seed)
+    generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train", view=args.view)
     test = load_boards(args.prepared, "test", like=train)  # ungrounded: per-epoch scores on output cells
     solution = load_boards(args.prepared, "test", view="grounded", like=train).labels  # final scores only
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
-    solver = SymbolicSolver(train.board_size, m, aux, max_iter,
+    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter,
                             zero_input_outputs=args.view == "ungrounded")
     model = VisualSolver(LeNet(train.n_digits), solver).to(device)
     optimizer = torch.optim.Adam([
-        {"params": solver.parameters(), "lr": satnet_lr},
-        {"params": model.classifier.parameters(), "lr": classifier_lr},
+        {"params": solver.parameters(), "lr": sat.lr},
+        {"params": model.classifier.parameters(), "lr": cfg.classifier_lr},
     ])
     report = StageReport(args.metrics_out)
-    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=True), epochs,
-                          batch_size, device, generator, report, desc=f"{args.view} SATNet",
+    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=True), cfg.epochs,
+                          cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
                           resume_dir=args.resume_dir)}
-    scores = {"no_proofreader": solution_scores(model, test, solution, batch_size, device)}
+    scores = {"no_proofreader": solution_scores(model, test, solution, cfg.batch_size, device)}
 
-    if proofread_epochs > 0:
+    if cfg.proofread_epochs > 0:
         ungrounded = load_boards(args.prepared, "train")
-        optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=proofread_lr)
+        optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
         model.to(device)
         last["proofread"] = fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False),
-                                proofread_epochs, batch_size, device, generator, report,
+                                cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc=f"{args.view} proofread", prefix="proofread/",
                                 resume_dir=args.resume_dir)
-        scores["proofreader"] = solution_scores(model, test, solution, batch_size, device)
+        scores["proofreader"] = solution_scores(model, test, solution, cfg.batch_size, device)
 
     save_all({args.model_out: checkpoint(model.cpu())})
     save_scores(scores, args.metrics_out)

@@ -3,7 +3,7 @@
 `dvc plots show` draws the same curves as interactive charts, but its HTML fetches the chart
 library from the network; this figure (declared in dvc.yaml's plots too) shows them anywhere.
 """
-from satground.config import run_stage, stage_arguments
+from satground.stage import run_stage, stage_arguments
 from satground.io import save_figure
 from satground.tracking import plot_curves
 

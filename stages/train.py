@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from satground.config import (load_params, param, run_settings, run_stage, satnet_sizes,
-                              stage_arguments)
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.io import PipelineError, save_all, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.params import load_params
 from satground.satnet import check_setup
+from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.training import bce_loss, fit
 
@@ -27,16 +27,11 @@ def main(argv=None):
                                      "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    seed, device = run_settings(params)
-    m, aux, max_iter = satnet_sizes(params)
+    cfg, sat, device = params.train, params.satnet, stage_device()
+    check_satnet_memory(params)
     check_setup(device)  # the kernel's compiler and settings, before any work
-    epochs = param(params, "train.epochs", int, low=1)
-    batch_size = param(params, "train.batch_size", int, low=1)
-    satnet_lr = param(params, "train.satnet_lr", float, low=0.0, high=1.0)
-    classifier_lr = param(params, "train.classifier_lr", float, low=0.0, high=1.0)
-    init_from_ground = param(params, "train.init_from_ground", bool)
 
-    generator = seed_everything(seed)
+    generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     test = load_boards(args.prepared, "test", like=train)
     K = train.n_digits
@@ -48,12 +43,12 @@ def main(argv=None):
         raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
                             f"boards have {K} digits")
     fold_into_classifier(classifier, perm)
-    solver = SymbolicSolver(train.board_size, m, aux, max_iter, zero_input_outputs=True)
+    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=True)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
     # it working: train a fresh one instead.
-    from_ground = init_from_ground and torch.equal(perm, output_perm)
-    if init_from_ground and not from_ground:
+    from_ground = cfg.init_from_ground and torch.equal(perm, output_perm)
+    if cfg.init_from_ground and not from_ground:
         print("train: the self-grounded SATNet numbers outputs unlike inputs; starting SATNet afresh")
     if from_ground:
         grounded = load_solver(args.ground, boards=train, kind="visual").solver
@@ -65,16 +60,16 @@ def main(argv=None):
         fold_into_satnet(solver.satnet, perm, K)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam([
-        {"params": solver.parameters(), "lr": satnet_lr},
-        {"params": classifier.parameters(), "lr": classifier_lr},
+        {"params": solver.parameters(), "lr": sat.lr},
+        {"params": classifier.parameters(), "lr": cfg.classifier_lr},
     ])
 
     report = StageReport(args.metrics_out)
-    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
+    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
                device, generator, report, desc="train", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
-    print(f"train: {epochs} epochs, loss {last['loss']:.4f}, test blank cells "
+    print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "
           f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
 
 

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from satground import infogan, sudoku
-from satground.clustering import InfoGANClusterer, load_clusterer, peer_conflict_rate, save_clusterer
+from satground.clustering import load_clusterer, save_clusterer
+from satground.infogan import InfoGANClusterer
 from satground.io import PipelineError
-from satground.metrics import clustering_accuracy
+from satground.metrics import clustering_accuracy, peer_conflict_rate
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "stages"))
@@ -143,7 +144,7 @@ def test_infogan_learns_its_codes_on_a_tiny_set():
     model = infogan.InfoGAN(4, noise_dim=16)
     opt_d, opt_g = infogan.make_optimizers(model, 2e-4, 1e-3)
     gen = torch.Generator().manual_seed(0)
-    history = [infogan.train_epoch(model, opt_d, opt_g, images, 16, gen) for _ in range(4)]
+    history = [infogan.adversarial_epoch(model, opt_d, opt_g, images, 16, gen) for _ in range(4)]
     assert set(history[0]) == {"loss_d", "loss_g", "loss_q_cat", "loss_q_cont"}
     assert all(np.isfinite(v) for h in history for v in h.values())
     # Q recovers the categorical code from G's images: its loss falls from ~log(4)

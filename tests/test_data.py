@@ -176,7 +176,7 @@ BAD = {
     "missing csv": ({"puzzles__source": "csv", "puzzles__path": "/no/such.csv"}, "/no/such.csv"),
     "too few csv rows": ({"puzzles__source": "csv", "puzzles__path": "CSV"}, "'data.n_train' + 'data.n_test'"),
     "bad csv row": ({"puzzles__source": "csv", "puzzles__path": "BADCSV"}, "BADCSV:2"),
-    "no blank cell": ({"givens__mean": 16.0}, "'data.givens.mean' must be <= 15.0"),
+    "no blank cell": ({"givens__mean": 16.0}, "'data.givens.mean' must be <= 15 on 4x4 boards"),
     "negative seed": ({"seed": -1}, "'data.seed' must be >= 0"),
     "NaN givens mean": ({"givens__mean": float("nan")}, "'data.givens.mean' must be a finite number"),
     "infinite givens std": ({"givens__std": float("inf")}, "'data.givens.std' must be a finite number"),

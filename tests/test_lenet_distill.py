@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from satground import infogan, lenet
-from satground.clustering import CLUSTERERS, InfoGANClusterer, mislabel, save_clusterer, shift_boundaries
+from satground.ablation import mislabel, shift_boundaries
+from satground.clustering import CLUSTERERS, save_clusterer
+from satground.infogan import InfoGANClusterer
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
 
@@ -98,7 +100,7 @@ def tiny_set(copies: int = 16):
 
 def test_lenet_learns_a_tiny_set():
     images, targets, model, optimizer, gen = tiny_set()
-    losses = [lenet.train_epoch(model, optimizer, images, targets, 16, gen) for _ in range(6)]
+    losses = [lenet.distill_epoch(model, optimizer, images, targets, 16, gen) for _ in range(6)]
     assert losses[-1] < 0.5 * losses[0]
     assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
 
@@ -129,7 +131,7 @@ def test_lenet_without_augmentation_trains_exactly_as_before(augmentation):
     for aug in (augmentation, "plain"):
         images, targets, model, optimizer, gen = tiny_set(copies=8)
         extra = () if aug == "plain" else (aug,)
-        lenet.train_epoch(model, optimizer, images, targets, 16, gen, *extra)
+        lenet.distill_epoch(model, optimizer, images, targets, 16, gen, *extra)
         states.append(model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
@@ -138,7 +140,7 @@ def test_lenet_learns_a_tiny_set_with_augmentation():
     images, targets, model, optimizer, gen = tiny_set()
     augmentation = {"shift": 2.0, "rotation": 10.0, "scale": 0.1}
     for _ in range(8):
-        lenet.train_epoch(model, optimizer, images, targets, 16, gen, augmentation)
+        lenet.distill_epoch(model, optimizer, images, targets, 16, gen, augmentation)
     assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
 
 

@@ -65,7 +65,7 @@ def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0)
 # the bar the method needs to meet, 95 % of test images, on a small subset (1,500 9x9 boards)
 @pytest.mark.parametrize("board_size,n_train,train_bound,test_bound", [(3, 1500, 0.95, 0.95), (2, 2000, 0.97, 0.95)])
 def test_peers_clusters_real_digits_from_the_sudoku_rules(tmp_path, board_size, n_train, train_bound, test_bound):
-    from satground.clustering import peer_cannot_links
+    from satground.data import peer_cannot_links
     from satground.manifold import PeersClusterer
 
     data = real_digit_boards(board_size, n_train, n_train // 5)

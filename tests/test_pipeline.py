@@ -121,10 +121,6 @@ def test_profile_switch_rejects_unknown_names(tmp_path):
     assert result.returncode == 1 and "unknown profile 'laptop'" in result.stderr
 
 
-def test_default_profile_is_params_yaml():
-    assert (REPO / "profiles" / "default.yaml").read_text() == (REPO / "params.yaml").read_text()
-
-
 def stage_error(smoke_repo, stage, **paths) -> str:
     """Run a stage by hand, its declared command with `paths` replaced; it must fail with exit 1
     and one line on stderr, which is returned."""

@@ -15,7 +15,8 @@ import yaml
 
 from satground import sudoku
 from satground.clustering import load_clusterer
-from satground.config import Params, device_param, load_params, run_settings
+from satground.params import known_keys, load_params, parse_params
+from satground.stage import stage_device
 from satground.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
                             split_image_pools)
 from satground.grounding import load_permutation, permutation_record
@@ -178,18 +179,17 @@ def test_a_misspelt_key_names_the_nearest_known_one(tmp_path):
 def test_a_device_the_machine_lacks_stops_before_any_work(device, problem, monkeypatch):
     monkeypatch.setenv("SATGROUND_DEVICE", device)
     with pytest.raises(PipelineError) as exc:
-        device_param()
+        stage_device()
     one_line(exc, "$SATGROUND_DEVICE", problem)
 
 
 def test_the_device_is_not_a_parameter(monkeypatch):
     # chosen by the machine, so a new GPU makes no stage stale; a params file naming one is refused
     monkeypatch.delenv("SATGROUND_DEVICE", raising=False)
-    assert device_param().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert stage_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
     monkeypatch.setenv("SATGROUND_DEVICE", "cpu")
-    assert device_param().type == "cpu"
-    assert "device" not in yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" /
-                                           "default.yaml").read_text())
+    assert stage_device().type == "cpu"
+    assert not any("device" in key for key in known_keys())
 
 
 def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
@@ -204,7 +204,7 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
     ("distill.lr", float("nan"), "'distill.lr' must be a finite number"),
     ("distill.lr", float("inf"), "'distill.lr' must be a finite number"),
     ("distill.lr", 1e30, "'distill.lr' must be <= 1.0"),
-    ("train.satnet_lr", -1.0, "'train.satnet_lr' must be >= 0.0"),
+    ("satnet.lr", -1.0, "'satnet.lr' must be >= 0.0"),
     ("distill.mislabel", float("nan"), "'distill.mislabel' must be a finite number"),
     ("distill.augment.shift", float("nan"), "'distill.augment.shift' must be a finite number"),
     ("satnet.m", 10**12, "'satnet.m' and 'satnet.aux' need about"),
@@ -263,7 +263,7 @@ def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_p
     second run stops in one line naming the holder, and writes nothing."""
     import fcntl
 
-    from satground.config import output_lock_path
+    from satground.stage import output_lock_path
     lock = output_lock_path(tmp_path / "out" / "ground.pt")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as held:
@@ -284,7 +284,7 @@ def test_an_output_that_is_an_existing_folder_stops_the_stage_before_any_work(tm
 
 def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
     # the mode bits do not bind root (these machines), a read-only mount does: os.access says
-    from satground import config
+    from satground import stage as config
     (tmp_path / "ro").mkdir()
     real = os.access
     monkeypatch.setattr(config.os, "access",
@@ -298,7 +298,7 @@ def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
 @pytest.mark.parametrize("seed", [-1, 2**32])
 def test_seeds_outside_32_bits_are_refused(seed):
     with pytest.raises(PipelineError) as exc:
-        run_settings(Params({"seed": seed}, "other.yaml"))
+        parse_params({"seed": seed}, "other.yaml")
     one_line(exc, "other.yaml", "'seed'")
 
 
@@ -468,7 +468,7 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
 
     script = tmp_path / "stage.py"
     script.write_text(
-        "from satground.config import run_stage\n"
+        "from satground.stage import run_stage\n"
         "from satground.io import PipelineError\n"
         "from satground.tracking import StageReport\n"
         "def main():\n"

@@ -18,7 +18,7 @@ import yaml
 
 from satground.data import build_visual_boards, load_boards, save_prepared, split_files
 from satground.io import PipelineError
-from satground.lenet import LeNet, save_lenet, train_epoch
+from satground.lenet import LeNet, distill_epoch, save_lenet
 from stage_commands import declared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,24 +70,24 @@ def make_prepared(root: Path, n_train=48, n_test=16):
     net = LeNet(K)
     optimizer = torch.optim.Adam(net.parameters(), lr=2e-3)
     for _ in range(4):
-        train_epoch(net, optimizer, train_images, PLANTED[train_digits - 1], 16,
+        distill_epoch(net, optimizer, train_images, PLANTED[train_digits - 1], 16,
                     torch.Generator().manual_seed(0))
     save_lenet(net, root / "models" / "lenet.pt")
 
 
 PARAMS = {
     "seed": 0,
-    "satnet": {"m": 40, "aux": 8, "max_iter": 10},
-    "ground": {"epochs": 3, "patience": 1, "lr": 2e-3, "batch_size": 16, "approxmax": "l2",
+    "satnet": {"m": 40, "aux": 8, "max_iter": 10, "lr": 2e-3},
+    "ground": {"epochs": 3, "patience": 1, "batch_size": 16, "approxmax": "l2",
                "temperature": 0.1, "output_softmax": True, "val_fraction": 0.25,
                "assignment": "hungarian", "align_inputs": True},
-    "train": {"epochs": 1, "batch_size": 16, "satnet_lr": 2e-3, "classifier_lr": 1e-5,
+    "train": {"epochs": 1, "batch_size": 16, "classifier_lr": 1e-5,
               "init_from_ground": True},
     "proofread": {"epochs": 1, "batch_size": 16, "lr": 2e-3},
     "evaluate": {"batch_size": 16},
-    "baseline_visual": {"epochs": 1, "batch_size": 16, "satnet_lr": 2e-3, "classifier_lr": 1e-5,
+    "baseline_visual": {"epochs": 1, "batch_size": 16, "classifier_lr": 1e-5,
                         "proofread_epochs": 1},
-    "baseline_nonvisual": {"epochs": 1, "batch_size": 16, "lr": 2e-3, "proofread_epochs": 1},
+    "baseline_nonvisual": {"epochs": 1, "batch_size": 16, "proofread_epochs": 1},
     "error_injection": {"max_errors": 2, "batch_size": 16},
 }
 

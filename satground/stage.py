@@ -1,0 +1,131 @@
+"""What every stage script shares: its command line, the lock on its outputs, its device, the
+machine checks before any work, and one-line errors for what a user can fix.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from .io import PipelineError, pick_device
+
+
+def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | None = None,
+                    params: bool = True):
+    """A stage script's command line: --params and each path it reads or writes, all required.
+
+    dvc.yaml's command of the stage names every path, so paths live in one place: there, next to
+    the deps and outs that declare them. Outputs end in -out (a folder for --metrics-out: the
+    stage's metrics, satground.tracking). `extra(parser)` adds a stage's other options.
+    """
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    for name in ["params"] * params + paths:
+        parser.add_argument(f"--{name}", required=True, metavar="PATH")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args(argv)
+    outputs = [Path(getattr(args, name.replace("-", "_"))) for name in paths
+               if name.endswith("-out")]
+    for path in outputs:
+        check_output_place(path)
+    if outputs:
+        hold_output_lock(outputs[0])
+    return args
+
+
+def check_output_place(path: Path) -> None:
+    """Before any work: an output's folder can be created and written, and a file output
+    (a name with a suffix: .pt, .json, .png) is not an existing folder."""
+    if path.suffix and path.is_dir():
+        raise PipelineError(f"{path}: output is an existing folder, expected a file")
+    if not path.suffix and path.exists() and not path.is_dir():
+        raise PipelineError(f"{path}: output is an existing file, expected a folder")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise PipelineError(f"{path}: cannot write here ({parent} is not a writable folder)")
+
+
+_LOCKS = {}  # lock path -> open lock file of this process: held until it exits
+
+
+def output_lock_path(output: Path) -> Path:
+    """The lock file guarding a stage's outputs (named by the first one's absolute path)."""
+    digest = hashlib.sha256(str(output.resolve()).encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"satground-{os.getuid()}" / f"{digest}.lock"
+
+
+def hold_output_lock(output: Path) -> None:
+    """Refuse to start while another process writes the same outputs (a stage left running
+    when its `dvc repro` was killed, or a second `dvc repro`); the lock ends with the process."""
+    lock = output_lock_path(output)
+    if lock in _LOCKS:  # this process holds it already (a stage run twice in one process)
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise PipelineError(f"{output}: another process (pid {holder}) is writing this stage's "
+                            f"outputs; wait for it or stop it, then rerun") from None
+    handle.truncate(0)
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _LOCKS[lock] = handle
+
+
+def run_stage(main: Callable[[], None]) -> None:
+    """Entry point of every stage script: user errors (bad input, parameters, or a machine the
+    SATNet kernel cannot be built on) become one line on stderr and exit 1."""
+    try:
+        main()
+    except Exception as exc:
+        if not getattr(exc, "user_facing", False):  # PipelineError, the SATNet SetupError
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+DEVICE_VARIABLE = "SATGROUND_DEVICE"
+
+
+def stage_device():
+    """The torch device: $SATGROUND_DEVICE (auto, cpu, cuda or cuda:N; auto when unset: CUDA when
+    present), checked against this machine before any work. Not a parameter on purpose: the machine
+    is not part of the experiment, so moving a run to a new GPU makes no stage stale."""
+    return pick_device(os.environ.get(DEVICE_VARIABLE, "auto"), f"${DEVICE_VARIABLE}")
+
+
+def machine_memory() -> int:
+    """This machine's physical memory in bytes (0 where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(where: str, keys: str, nbytes: float) -> None:
+    """One-line error, before any work, when parameters ask for more memory than the machine has."""
+    total = machine_memory()
+    if total and nbytes > total:
+        raise PipelineError(f"{where}: {keys} need about {nbytes / 2**30:,.0f} GiB, more "
+                            f"than this machine's {total / 2**30:,.0f} GiB")
+
+
+
+
+def check_satnet_memory(params) -> None:
+    """S and its Adam state (4 N x m) and the Gram matrix (N x N) must fit in memory, N = n + 1 +
+    aux with n = 729, the 9x9 board's cells x digits (the largest board)."""
+    N = 729 + 1 + params.satnet.aux
+    check_memory(params.source, "'satnet.m' and 'satnet.aux'", 4 * (4 * N * params.satnet.m + 2 * N * N))

@@ -1,0 +1,100 @@
+"""The parameter schema (satground/params.py) owns every parameter: profiles are overlays of it,
+params.yaml is what `scripts/profile.py` writes, and the stages hold no defaults of their own."""
+import dataclasses
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from satground import mnist, sudoku
+from satground.clustering import CLUSTERERS
+from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
+from satground.io import PipelineError
+from satground.losses import APPROXMAX
+from satground.params import (PROFILES, Params, compose, flat_keys, known_keys, load_params,
+                              params_text, parse_params, profile_names)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_params_yaml_is_the_default_profile_as_written():
+    assert (REPO / "params.yaml").read_text() == params_text("default")
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_every_profile_composes_into_valid_params(name):
+    params = parse_params(compose(name), name)
+    assert sorted(flat_keys(dataclasses.asdict(params))) == sorted(known_keys())
+
+
+@pytest.mark.parametrize("name", [n for n in profile_names() if n != "default"])
+def test_a_profile_holds_only_what_it_changes(name):
+    changes = yaml.safe_load((PROFILES / f"{name}.yaml").read_text())
+    defaults = dataclasses.asdict(Params())
+    for key in flat_keys(changes):
+        node = defaults
+        for part in key.split("."):
+            node = node[part]
+        assert changes_value(changes, key) != node, f"profiles/{name}.yaml repeats the default of {key}"
+
+
+def changes_value(tree: dict, key: str):
+    for part in key.split("."):
+        tree = tree[part]
+    return tree
+
+
+def test_the_profile_command_writes_what_compose_says(tmp_path):
+    for folder in ("scripts", "satground", "profiles"):
+        shutil.copytree(REPO / folder, tmp_path / "repo" / folder)
+    for name in ("cpu9", "default"):
+        subprocess.run([sys.executable, "scripts/profile.py", name], cwd=tmp_path / "repo", check=True,
+                       capture_output=True)
+        assert yaml.safe_load((tmp_path / "repo" / "params.yaml").read_text()) == compose(name)
+
+
+def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
+    (tmp_path / "p.yaml").write_text("train:\n  epochs: 3\n")
+    params = load_params(tmp_path / "p.yaml")
+    assert params.train.epochs == 3
+    assert params.train.batch_size == Params().train.batch_size
+    assert params.source == str(tmp_path / "p.yaml")
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("ground: 3\n", "'ground' must be a section of keys"),
+    ("data:\n  board_size: 4\n", "'data.board_size' must be one of [2, 3]"),
+    ("data:\n  givens: {mean: 16}\n", "'data.givens.mean' must be <= 15"),
+    ("distill:\n  checkpoint: last\n", "'distill.checkpoint' must be 'final' or an epoch"),
+    ("cluster:\n  seed: 4294967295\n  restarts: 2\n", "exceeds 4294967295"),
+    ("train:\n  init_from_ground: 1\n", "'train.init_from_ground' must be bool"),
+    ("satnet:\n  lr: .nan\n", "'satnet.lr' must be a finite number"),
+])
+def test_bad_values_are_refused_in_one_line_naming_the_key(tmp_path, text, problem):
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(PipelineError) as exc:
+        load_params(tmp_path / "p.yaml")
+    message = str(exc.value)
+    assert "\n" not in message and str(tmp_path / "p.yaml") in message and problem in message, message
+
+
+def test_the_schema_choices_are_the_librarys():
+    fields = {f.name: f for f in dataclasses.fields(Params)}
+    choices = lambda section, key: next(f.metadata["choices"] for f in dataclasses.fields(  # noqa: E731
+        fields[section].type if isinstance(fields[section].type, type) else getattr(
+            sys.modules["satground.params"], fields[section].type)) if f.name == key)
+    assert set(choices("cluster", "method")) == set(CLUSTERERS)
+    assert set(choices("ground", "approxmax")) == set(APPROXMAX)
+    assert set(choices("ground", "assignment")) == set(ASSIGNMENTS)
+    assert set(choices("ground", "permutation")) == set(PERMUTATION_SOURCES)
+    assert set(Params().data.puzzles.__dataclass_fields__["generator"].metadata["choices"]) == set(sudoku.GENERATORS)
+    assert set(Params().data.mnist.__dataclass_fields__["source"].metadata["choices"]) == set(mnist.SOURCES)
+
+
+def test_no_stage_script_reads_a_parameter_or_default_of_its_own():
+    for script in (REPO / "stages").glob("*.py"):
+        text = script.read_text()
+        assert "param(" not in text and "params[" not in text, script
