@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,16 +29,43 @@ from satground.data import given_image_indices, load_boards, load_truth  # noqa:
 from satground.grounding import load_permutation  # noqa: E402
 from satground.io import load_json  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
-from satground.metrics import best_matching  # noqa: E402
-from satground.params import compose  # noqa: E402
+from satground.metrics import best_matching, output_metrics, solution_metrics  # noqa: E402
+from satground.models import load_solver  # noqa: E402
+from satground.params import compose, parse_params  # noqa: E402
+from satground.training import predict as predict_boards  # noqa: E402
+from satground.training import predicted_digits  # noqa: E402
 
 
-def params_for(profile: str, seed: int) -> dict:
+def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:
+    """The profile's params, every seed set to `seed`, then `key=value` overrides (YAML values)."""
     params = compose(profile)
     params["seed"] = seed
     for section in ("data", "cluster", "distill"):
         params[section]["seed"] = seed
+    for item in overrides:
+        key, value = item.split("=", 1)
+        *sections, leaf = key.split(".")
+        node = params
+        for part in sections:
+            node = node[part]
+        node[leaf] = yaml.safe_load(value)
+    parse_params(params, "overrides")  # a misspelt key or bad value stops here
     return params
+
+
+def test_board_scores(folder: Path, saved: dict) -> dict:
+    """The grounding phase's SATNet on the test boards (truth read here, for this report only):
+    blank cells read through the kept permutation, and the authors' per-cell figure over all
+    cells (their code reads the givens' classifier outputs and the blanks through the row arg max
+    of P_hat)."""
+    test = load_boards(folder / "prepared", "test")
+    solution = load_boards(folder / "prepared", "test", view="grounded").labels
+    probs = predict_boards(load_solver(folder / "ground.pt", boards=test, kind="visual"), test, 100,
+                           torch.device("cpu"))
+    blank = output_metrics(predicted_digits(probs, test.n_digits, saved["permutation"]), test)
+    argmax = torch.tensor(saved["argmax"])
+    authors = solution_metrics(predicted_digits(probs, test.n_digits, argmax), solution, test)
+    return {"test_blank_cells": blank["blank_cells"], "test_all_cells_authors": authors["cell_accuracy"]}
 
 
 def true_permutation(folder: Path) -> list[int]:
@@ -49,10 +77,10 @@ def true_permutation(folder: Path) -> list[int]:
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 
 
-def run_seed(folder: Path, profile: str, seed: int) -> dict:
+def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -> dict:
     folder.mkdir()
     params = folder / "params.yaml"
-    params.write_text(yaml.safe_dump(params_for(profile, seed)))
+    params.write_text(yaml.safe_dump(params_for(profile, seed, overrides)))
     cpu = stage("prepare.py", "--params", params, "--data-out", folder / "prepared",
                 "--metrics-out", folder / "prepare", "--plot-out", folder / "boards.png")
     cpu += stage("cluster.py", "--params", params, "--prepared", folder / "prepared",
@@ -70,13 +98,15 @@ def run_seed(folder: Path, profile: str, seed: int) -> dict:
     ground = load_json(folder / "ground" / "info.json")
     saved = load_permutation(folder / "permutation.json", cluster["n_clusters"])
     truth = true_permutation(folder)
-    return {"profile": profile, "seed": seed, "cluster_method": cluster["method"],
+    return {"profile": profile, "overrides": list(overrides), "seed": seed, "cluster_method": cluster["method"],
             "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
             "ground_val_output_cell_accuracy": ground["val_blank_cells"],
             "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
             "permutation_right": saved["permutation"].tolist() == truth,
             "loss_permutation_right": saved["from_loss"] == truth,
-            "peers_permutation_right": saved["from_peers"] == truth, "cpu_seconds": round(cpu, 1)}
+            "peers_permutation_right": saved["from_peers"] == truth,
+            "argmax_is_permutation": saved["argmax_is_permutation"], "argmax_right": saved["argmax"] == truth,
+            **test_board_scores(folder, saved), "cpu_seconds": round(cpu, 1)}
 
 
 def table(path: Path) -> str:
@@ -99,6 +129,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu9")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="parameter overrides on top of the profile, e.g. ground.loss=matched")
     parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
     args = parser.parse_args()
@@ -110,7 +142,7 @@ def main():
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:
-            row = run_seed(Path(scratch) / str(seed), args.profile, seed)
+            row = run_seed(Path(scratch) / str(seed), args.profile, seed, args.set)
             print(json.dumps(row), flush=True)
             with args.out.open("a") as out:
                 out.write(json.dumps(row) + "\n")

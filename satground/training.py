@@ -12,7 +12,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
@@ -56,22 +55,6 @@ def batch_indices(n: int, batch_size: int, generator: torch.Generator | None = N
     """Index tensors covering range(n): shuffled with `generator`, in order without one."""
     order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
     return [order[start:start + batch_size] for start in range(0, n, batch_size)]
-
-
-def loss_mask(batch: Batch, on_inputs: bool = False) -> torch.Tensor:
-    """SATNet variables the loss sees: labelled output cells, plus given cells when on_inputs
-    (the original SATNet on grounded data: labels leak to the classifier through them)."""
-    cells = batch.labels > 0
-    if not on_inputs:
-        cells &= ~batch.is_input
-    return cells.repeat_interleave(batch.target.shape[1] // cells.shape[1], dim=1)
-
-
-def bce_loss(on_inputs: bool = False) -> Callable:
-    def loss_fn(pred: torch.Tensor, batch: Batch) -> torch.Tensor:
-        mask = loss_mask(batch, on_inputs)
-        return F.binary_cross_entropy(pred[mask], batch.target[mask])
-    return loss_fn
 
 
 def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimizer,
@@ -177,8 +160,10 @@ class EarlyStopping:
     better) does not beat the best one. Keeps the best epoch's row, `module`'s weights and
     whatever `keep()` returns then; `restore()` puts those weights back."""
 
-    def __init__(self, metric: str, patience: int, module: nn.Module, keep: Callable[[], dict] = dict):
+    def __init__(self, metric: str, patience: int, module: nn.Module, keep: Callable[[], dict] = dict,
+                 warmup: int = 0):
         self.metric, self.patience, self.module, self.keep = metric, patience, module, keep
+        self.warmup = warmup  # epochs that may be the best but never count towards patience
         self.best: dict | None = None
         self.waited = self.last_epoch = 0
 
@@ -188,7 +173,7 @@ class EarlyStopping:
             self.best = {"epoch": epoch, "row": row, "state": copy.deepcopy(self.module.state_dict()),
                          **self.keep()}
             self.waited = 0
-        else:
+        elif epoch > self.warmup:
             self.waited += 1
 
     @property
@@ -210,13 +195,14 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
         generator: torch.Generator, report=None, desc: str = "epoch", prefix: str = "",
         resume_dir=None, evaluate: Callable[[], dict] | None = None,
-        stopping: EarlyStopping | None = None, identity: tuple = ()) -> dict[str, float]:
+        stopping: EarlyStopping | None = None, identity: tuple = (), carry: tuple = ()) -> dict[str, float]:
     """The training loop of every SATNet stage: up to `epochs` passes over `train`, each scored
     by `evaluate()` (default: the test boards' blank cells, so no input-cell label is read),
     ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
     (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
     continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
-    adds settings the fingerprint must cover)."""
+    adds settings the fingerprint must cover, `carry` objects with a state_dict, such as a loss
+    with a running estimate, are saved and restored with the model)."""
     if evaluate is None:
         def evaluate():
             return {f"test_{k}": v for k, v in evaluate_outputs(model, test, batch_size, device).items()}
@@ -226,6 +212,8 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
     history = state["history"] if state else []
     if state and stopping is not None:
         stopping.load_state_dict(state["stopping"])
+    for obj, saved in zip(carry, state["carry"] if state else []):
+        obj.load_state_dict(saved)
     for epoch, row in enumerate(history, start=1):  # the curves of the epochs already run
         if report is not None:
             report.log_epoch(epoch, row, prefix)
@@ -239,7 +227,7 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
             report.log_epoch(epoch, history[-1], prefix)
         if stopping is not None:
             stopping.step(epoch, history[-1])
-        resumable.save(epoch, {"history": history,
+        resumable.save(epoch, {"history": history, "carry": [obj.state_dict() for obj in carry],
                                "stopping": None if stopping is None else stopping.state_dict()})
         shown = ", ".join(f"{k} {v:.3f}" for k, v in history[-1].items() if isinstance(v, float))
         tqdm.write(f"{desc} {epoch}/{epochs}: {shown}")

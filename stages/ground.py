@@ -1,9 +1,13 @@
 """Self-grounded training: learn which cluster is which digit through SATNet (paper sec. 3.2).
 
 The distilled classifier is frozen; SATNet is trained on the ungrounded training boards with
-the Symbol Grounding Loss over output cells. After each epoch the epoch's mean P_hat gives the
-current hard permutation, and the per-cell accuracy of held-out training boards (output cells,
-read through that permutation) decides early stopping. Input-cell labels are never read.
+the Symbol Grounding Loss over output cells (`ground.loss`, satground.losses): the paper's form,
+or `matched` (ours), which rewards the entries of the running P_hat's Hungarian matching after a
+warm-up epoch of the paper's form and, unlike it, is minimised at a permutation at nine digits
+too. After each epoch the loss's estimate of P_hat (the epoch's mean for the paper's form, the
+running P_hat for matched) gives the current hard permutation, and the per-cell accuracy of
+held-out training boards (output cells, read through that permutation) decides early stopping.
+Input-cell labels are never read.
 
 With ground.permutation: peers (ours, label free) the permutation folded into the classifier
 comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
@@ -20,13 +24,12 @@ from __future__ import annotations
 import torch
 
 from satground.data import load_boards
-from satground.grounding import (PermutationAccumulator, align_to_inputs, hard_permutation,
-                                 is_permutation, peer_cooccurrence, peer_label_cooccurrence,
-                                 peer_label_permutation, permutation_record)
+from satground.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
+                                 peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.io import PipelineError, save_all, save_figure, seed_everything
 from satground.lenet import load_lenet
 from satground.lenet import predict as classify
-from satground.losses import grounding_loss
+from satground.losses import GroundingLoss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.params import load_params
 from satground.plots import plot_permutation
@@ -63,13 +66,13 @@ def main(argv=None):
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 
-    accumulator = PermutationAccumulator(K)
-    epoch_P = {}
+    loss_fn = GroundingLoss(K, cfg.loss, cfg.approxmax, cfg.temperature, cfg.warmup_epochs,
+                            cfg.match_decay)
 
     def evaluate() -> dict:
-        """The epoch's mean P_hat; validation read through its current hard permutation."""
-        P = epoch_P["P"] = accumulator.mean()
-        accumulator.reset()
+        """Validation read through the permutation of the loss's current estimate of P_hat."""
+        loss_fn.end_epoch()
+        P = loss_fn.estimate()
         argmax = hard_permutation(P, "argmax")
         perm = argmax if cfg.assignment == "argmax" else hard_permutation(P, "hungarian")
         scores = grounding_epoch_metrics(model, val, perm, cfg.batch_size, device)
@@ -77,11 +80,13 @@ def main(argv=None):
                 "argmax_is_permutation": is_permutation(argmax)}
 
     report = StageReport(args.metrics_out)
-    stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": epoch_P["P"]})
-    fit(model, train, val, optimizer, grounding_loss(cfg.approxmax, cfg.temperature, accumulator),
-        cfg.epochs, cfg.batch_size, device, generator, report, desc="ground",
-        resume_dir=args.resume_dir, evaluate=evaluate, stopping=stopping,
-        identity=(val, cfg.approxmax, cfg.temperature, cfg.assignment))
+    warmup = 0 if cfg.loss == "paper" else cfg.warmup_epochs  # near chance: no patience spent
+    stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
+                             warmup=warmup)
+    fit(model, train, val, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device, generator, report,
+        desc="ground", resume_dir=args.resume_dir, evaluate=evaluate, stopping=stopping,
+        identity=(val, cfg.loss, cfg.warmup_epochs, cfg.match_decay, cfg.approxmax, cfg.temperature,
+                  cfg.assignment), carry=(loss_fn,))
     best = stopping.restore()
     P = best["P"]
     argmax = hard_permutation(P, "argmax")

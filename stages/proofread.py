@@ -12,7 +12,8 @@ from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.params import load_params
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
-from satground.training import bce_loss, fit
+from satground.losses import bce_loss
+from satground.training import fit
 
 
 def main(argv=None):

@@ -13,7 +13,7 @@ from satground import mnist, sudoku
 from satground.clustering import CLUSTERERS
 from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.io import PipelineError
-from satground.losses import APPROXMAX
+from satground.losses import APPROXMAX, LOSSES
 from satground.params import (PROFILES, Params, compose, flat_keys, known_keys, load_params,
                               params_text, parse_params, profile_names)
 
@@ -88,6 +88,7 @@ def test_the_schema_choices_are_the_librarys():
             sys.modules["satground.params"], fields[section].type)) if f.name == key)
     assert set(choices("cluster", "method")) == set(CLUSTERERS)
     assert set(choices("ground", "approxmax")) == set(APPROXMAX)
+    assert set(choices("ground", "loss")) == set(LOSSES)
     assert set(choices("ground", "assignment")) == set(ASSIGNMENTS)
     assert set(choices("ground", "permutation")) == set(PERMUTATION_SOURCES)
     assert set(Params().data.puzzles.__dataclass_fields__["generator"].metadata["choices"]) == set(sudoku.GENERATORS)

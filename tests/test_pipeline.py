@@ -74,12 +74,17 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
             params_file.write_text(yaml.safe_dump(params))
             assert stale_stages(smoke_repo) == expected, (section, key)
         params_file.write_text(original)
-        # code deps are per module: the grounding loss is imported by the ground stage only
-        losses = smoke_repo / "satground" / "losses.py"
-        losses.write_text(losses.read_text() + "\n# touched\n")
-        assert stale_stages(smoke_repo) == {"ground"}
+        # code deps are per module: the ablation's corruption is imported by distill only, the
+        # losses by the stages that train SATNet, not by those before them or by evaluate
+        for module, expected in [("ablation.py", {"distill"}),
+                                 ("losses.py", {"ground", "train", "proofread", "baseline_grounded",
+                                                "baseline_ungrounded", "nonvisual"})]:
+            path = smoke_repo / "satground" / module
+            path.write_text(path.read_text() + "\n# touched\n")
+            assert stale_stages(smoke_repo) == expected, module
+            sh(["git", "checkout", f"satground/{module}"], smoke_repo)
     finally:
-        sh(["git", "checkout", "params.yaml", "satground/losses.py"], smoke_repo)
+        sh(["git", "checkout", "params.yaml", "satground/losses.py", "satground/ablation.py"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
 
 

@@ -1,0 +1,248 @@
+"""An image-only digit clusterer: deskew, UMAP consensus, then a self-labelled CNN ensemble.
+
+It reads only the digit images (no board, no cell position, no label) and runs on a few CPU
+minutes:
+
+1. Deskew. Moment-based shear correction (the image's second moments give the slant; an
+   affine shear removes it, and the image is re-centred on its centre of mass). Much of the
+   within-digit variation of handwriting is slant and position; removing it brings same-digit
+   images closer together in pixel space than any other single step we tried.
+2. Cluster the training images: PCA (50 components) of the deskewed pixels, then UMAP
+   (McInnes et al. 2018; min_dist 0, 10 dimensions) and a Gaussian mixture with K components
+   in the embedding. UMAP's optimisation is random, so `umap_runs` runs with different seeds
+   are aligned to the first (Hungarian matching of their cluster labels) and vote; images on
+   which too few runs agree are left out of step 3.
+3. Self-labelling. `n_nets` small CNNs are trained, each from its own initialisation, to
+   predict the step-2 clusters of the agreed images under random affine augmentation
+   (rotation, scale, shift). A CNN that must give all slightly moved or rotated versions of an
+   image one class cannot follow the manifold embedding's individual mistakes, so it corrects
+   many of them; averaging the ensemble's probabilities removes the run-to-run variance of a
+   single net (one net sometimes drifts on a confusable pair such as 4 / 9).
+4. Assignment of any image (training or new): deskew, average the nets' softmax, argmax. The
+   checkpoint is the nets' weights and the settings; no training image is kept.
+
+The same seed gives the same clusters: torch, numpy and `random` are seeded inside `fit`,
+UMAP and the mixture get fixed random states, and torch runs on one thread.
+"""
+from __future__ import annotations
+
+import math
+import random
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from scipy.optimize import linear_sum_assignment
+
+
+def deskew(images: torch.Tensor) -> torch.Tensor:
+    """uint8 or float images (N, 28, 28) -> float (N, 1, 28, 28) in [0, 1], slant removed and
+    centred on the centre of mass (bilinear resampling, zeros outside)."""
+    x = images.float()
+    if images.dtype == torch.uint8:
+        x = x / 255.0
+    n, h, w = x.shape
+    rows = torch.arange(h, dtype=torch.float32).view(1, h, 1)
+    cols = torch.arange(w, dtype=torch.float32).view(1, 1, w)
+    mass = x.sum(dim=(1, 2)).clamp_min(1e-8)
+    mr = (x * rows).sum(dim=(1, 2)) / mass
+    mc = (x * cols).sum(dim=(1, 2)) / mass
+    var_r = (x * (rows - mr.view(-1, 1, 1)) ** 2).sum(dim=(1, 2)) / mass
+    cov = (x * (rows - mr.view(-1, 1, 1)) * (cols - mc.view(-1, 1, 1))).sum(dim=(1, 2)) / mass
+    alpha = cov / var_r.clamp_min(1e-8)
+    # grid_sample coordinates (align_corners=True): pixel i sits at (i - c) / c, c = (size-1)/2.
+    # Input column = output column + alpha * (output row - centre) + column shift, so the shear
+    # straightens the slant and the shifts move the centre of mass to the image centre.
+    cr, cc = (h - 1) / 2, (w - 1) / 2
+    theta = torch.zeros(n, 2, 3)
+    theta[:, 0, 0] = 1.0
+    theta[:, 0, 1] = alpha * cr / cc
+    theta[:, 0, 2] = (mc - cc) / cc
+    theta[:, 1, 1] = 1.0
+    theta[:, 1, 2] = (mr - cr) / cr
+    grid = F.affine_grid(theta, (n, 1, h, w), align_corners=True)
+    return F.grid_sample(x.unsqueeze(1), grid, mode="bilinear", padding_mode="zeros",
+                         align_corners=True)
+
+
+def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale: float,
+            shift: float) -> torch.Tensor:
+    """Random affine copies of x (B, 1, 28, 28): rotation in +-`rotation` degrees, zoom in
+    1 +- `scale`, shift in +-`shift` pixels, drawn from `generator` (repeatable)."""
+    b, _, h, _ = x.shape
+    angle = (torch.rand(b, generator=generator) * 2 - 1) * math.radians(rotation)
+    zoom = 1 + (torch.rand(b, generator=generator) * 2 - 1) * scale
+    move = (torch.rand(b, 2, generator=generator) * 2 - 1) * shift / (h / 2)
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
+                         torch.stack([sin, cos, move[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, x.shape, align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+
+
+class DigitCNN(nn.Module):
+    """Three conv blocks (width, 2 width, 2 width channels; 28 -> 14 -> 7 -> 3) and two linear
+    layers: small enough to train in seconds per epoch on one CPU thread."""
+
+    def __init__(self, n_classes: int, width: int = 32, feature_dim: int = 128):
+        super().__init__()
+        w2 = 2 * width
+        self.body = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(w2, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(w2 * 9, feature_dim), nn.BatchNorm1d(feature_dim), nn.ReLU())
+        self.head = nn.Linear(feature_dim, n_classes)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def _align(reference: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """Relabel `labels` so that its clusters match `reference`'s best (Hungarian)."""
+    counts = np.zeros((k, k))
+    np.add.at(counts, (labels, reference), 1)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    mapping = np.empty(k, dtype=np.int64)
+    mapping[rows] = cols
+    return mapping[labels]
+
+
+def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,
+                      n_neighbors: int = 10, umap_dim: int = 10, mixture_restarts: int = 5):
+    """PCA -> UMAP -> Gaussian mixture of flattened images (N, D); returns (N,) clusters."""
+    import umap  # imported here: it compiles its numba kernels on import (seconds)
+    from sklearn.decomposition import PCA
+    from sklearn.mixture import GaussianMixture
+
+    feats = PCA(n_components=min(n_components, *pixels.shape), svd_solver="full").fit_transform(pixels)
+    with warnings.catch_warnings():  # "n_jobs overridden by random_state": wanted (repeatable)
+        warnings.simplefilter("ignore", UserWarning)
+        emb = umap.UMAP(n_neighbors=n_neighbors, n_components=umap_dim, min_dist=0.0,
+                        random_state=seed).fit_transform(feats)
+    mixture = GaussianMixture(n_clusters, n_init=mixture_restarts, random_state=seed).fit(emb)
+    return mixture.predict(emb)
+
+
+class SelfLabelClusterer:
+    """Deskew -> consensus of UMAP + GMM runs -> CNN ensemble trained on those clusters."""
+
+    method = "selflabel"
+
+    def __init__(self, config: dict, nets: list[DigitCNN]):
+        self.config, self.nets = config, nets
+        for net in self.nets:
+            net.eval()
+
+    @classmethod
+    def fit(cls, images: torch.Tensor, n_clusters: int, seed: int = 0, umap_runs: int = 3,
+            min_agreement: float = 1.0, n_components: int = 50, n_neighbors: int = 10,
+            umap_dim: int = 10, n_nets: int = 3, epochs: int = 10, batch_size: int = 128,
+            lr: float = 1e-3, rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
+            width: int = 32, feature_dim: int = 128, rounds: int = 2, confidence: float = 0.9):
+        """images: uint8 (N, 28, 28); no labels. Settings are described in the module docstring
+        and the study (docs/image-clustering.md)."""
+        if min(umap_runs, n_nets, rounds, epochs) < 1:
+            raise ValueError("umap_runs, n_nets, rounds and epochs must each be at least 1")
+        torch.set_num_threads(1)
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        x = deskew(images)
+        pixels = x.reshape(len(x), -1).numpy()
+
+        # Step 2: several embeddings vote; the first run's cluster numbers are the reference.
+        runs = []
+        for r in range(umap_runs):
+            labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, n_components,
+                                       n_neighbors, umap_dim)
+            runs.append(labels if not runs else _align(runs[0], labels, n_clusters))
+        votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
+        target = torch.from_numpy(votes.argmax(1).astype(np.int64))
+        agreed = torch.from_numpy(votes.max(1) >= math.ceil(min_agreement * umap_runs - 1e-9))
+        train_idx = torch.nonzero(agreed).squeeze(1)
+
+        # Step 3: each net starts from its own seed and sees its own augmentation draws. Later
+        # rounds retrain on the previous ensemble's argmax where its mean probability is at least
+        # `confidence`: the ensemble's labels are cleaner than the embedding's.
+        for rnd in range(rounds):
+            if rnd > 0:
+                probs = cls._mean_softmax(nets, x, n_clusters)
+                conf, target = probs.max(dim=1)
+                train_idx = torch.nonzero(conf >= confidence).squeeze(1)
+                if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
+                    train_idx = torch.arange(len(x))
+            nets = [cls._train_net(x, target, train_idx, n_clusters, seed * 1000 + 100 * (rnd + 1) + m,
+                                   epochs, batch_size, lr, rotation, scale, shift, width, feature_dim)
+                    for m in range(n_nets)]
+        config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": umap_runs,
+                  "min_agreement": min_agreement, "n_components": n_components,
+                  "n_neighbors": n_neighbors, "umap_dim": umap_dim, "n_nets": n_nets,
+                  "epochs": epochs, "batch_size": batch_size, "lr": lr, "rotation": rotation,
+                  "scale": scale, "shift": shift, "width": width, "feature_dim": feature_dim,
+                  "rounds": rounds, "confidence": confidence}
+        return cls(config, nets)
+
+    @staticmethod
+    def _train_net(x, target, train_idx, n_clusters, seed, epochs, batch_size, lr, rotation,
+                   scale, shift, width, feature_dim) -> DigitCNN:
+        """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]."""
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed + 1)
+        net = DigitCNN(n_clusters, width, feature_dim)
+        opt = torch.optim.Adam(net.parameters(), lr=lr)
+        net.train()
+        for _ in range(epochs):
+            order = train_idx[torch.randperm(len(train_idx), generator=gen)]
+            for i in range(0, len(order), batch_size):
+                batch = order[i:i + batch_size]
+                if len(batch) < 2:  # batch norm needs two samples
+                    continue
+                loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift)),
+                                       target[batch])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        net.eval()
+        return net
+
+    @staticmethod
+    @torch.no_grad()
+    def _mean_softmax(nets, x: torch.Tensor, n_clusters: int) -> torch.Tensor:
+        total = torch.zeros(len(x), n_clusters)
+        for net in nets:
+            net.eval()
+            for i in range(0, len(x), 1024):
+                total[i:i + 1024] += F.softmax(net(x[i:i + 1024]), dim=1)
+        return total / max(len(nets), 1)
+
+    def probabilities(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> (N, K) mean softmax of the nets."""
+        return self._mean_softmax(self.nets, deskew(images), self.config["n_clusters"])
+
+    def assign(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> cluster (N,) int64."""
+        return self.probabilities(images).argmax(dim=1).to(torch.int64)
+
+    def checkpoint(self) -> dict:
+        state = {f"net{m}.{name}": t.detach().clone()
+                 for m, net in enumerate(self.nets) for name, t in net.state_dict().items()}
+        return {"method": self.method, "config": dict(self.config), "state_dict": state}
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict):
+        config = dict(ckpt["config"])
+        nets = []
+        for m in range(config["n_nets"]):
+            net = DigitCNN(config["n_clusters"], config["width"], config["feature_dim"])
+            prefix = f"net{m}."
+            net.load_state_dict({k[len(prefix):]: v for k, v in ckpt["state_dict"].items()
+                                 if k.startswith(prefix)})
+            nets.append(net)
+        return cls(config, nets)
+
+    def parameter_counts(self) -> dict[str, int]:
+        total = sum(p.numel() for net in self.nets for p in net.parameters())
+        return {"total": total, "classifier_path": total}  # every net votes on every image

