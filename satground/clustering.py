@@ -18,10 +18,11 @@ from __future__ import annotations
 from .infogan import InfoGANClusterer
 from .io import PipelineError, load_torch, save_torch
 from .manifold import PeersClusterer, SpectralClusterer, UMAPClusterer
+from .selfsupervised import SelfLabelClusterer
 
 
 CLUSTERERS = {"infogan": InfoGANClusterer, "umap": UMAPClusterer, "spectral": SpectralClusterer,
-              "peers": PeersClusterer}
+              "peers": PeersClusterer, "selflabel": SelfLabelClusterer}
 
 
 def save_clusterer(clusterer, path, **extra) -> None:

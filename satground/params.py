@@ -100,9 +100,11 @@ class Data:
 
 @dataclass(frozen=True)
 class Cluster:
-    method: str = knob("peers", "peers (images + Sudoku cannot-links; ours) | umap | spectral | "
-                       "infogan (the paper's)", choices=("peers", "umap", "spectral", "infogan"))
-    n_neighbors: int = knob(10, "peers, umap, spectral: neighbours in the similarity graph", low=2)
+    method: str = knob("peers", "peers (images + Sudoku cannot-links; ours) | selflabel (images "
+                       "only; ours) | umap | spectral | infogan (the paper's)",
+                       choices=("peers", "selflabel", "umap", "spectral", "infogan"))
+    n_neighbors: int = knob(10, "peers, selflabel, umap, spectral: neighbours in the similarity graph",
+                            low=2)
     peer_weight: float = knob(3.0, "peers: weight of the cannot-links against image similarity", low=0.0)
     epochs: int = knob(30, "infogan: training epochs", low=0)
     batch_size: int = knob(32, "infogan: batch size", low=2)
@@ -385,16 +387,20 @@ def _merge(base: dict, changes: dict) -> dict:
     return merged
 
 
-def compose(name: str) -> dict:
-    """The schema's defaults with profile `name`'s changes laid over them (checked)."""
+def compose(name: str, _seen: tuple = ()) -> dict:
+    """The schema's defaults with profile `name`'s changes laid over them (checked). A profile
+    may start from another (`extends: cpu9`) instead of the defaults."""
     if name not in profile_names():
         raise PipelineError(f"unknown profile '{name}': choose one of {', '.join(profile_names())}")
-    values = dataclasses.asdict(Params())
-    if name != DEFAULT_PROFILE:
-        path = PROFILES / f"{name}.yaml"
-        changes = read_yaml(path, "profile")
-        parse_params(changes, str(path))
-        values = _merge(values, changes)
+    if name == DEFAULT_PROFILE:
+        return dataclasses.asdict(Params())
+    path = PROFILES / f"{name}.yaml"
+    changes = read_yaml(path, "profile")
+    base = changes.pop("extends", DEFAULT_PROFILE)
+    if base in _seen + (name,):
+        raise PipelineError(f"{path}: 'extends: {base}' makes a cycle")
+    values = _merge(compose(base, _seen + (name,)), changes)
+    parse_params(values, str(path))
     return values
 
 

@@ -36,6 +36,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
+from .manifold import cluster_members
+
 
 def deskew(images: torch.Tensor) -> torch.Tensor:
     """uint8 or float images (N, 28, 28) -> float (N, 1, 28, 28) in [0, 1], slant removed and
@@ -184,6 +186,22 @@ class SelfLabelClusterer:
                   "scale": scale, "shift": shift, "width": width, "feature_dim": feature_dim,
                   "rounds": rounds, "confidence": confidence}
         return cls(config, nets)
+
+    @classmethod
+    def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
+                      device=None, on_epoch=None) -> "SelfLabelClusterer":
+        """The registry's fit (satground.clustering): cfg is the params' cluster section (only
+        n_neighbors is read; the cannot-links are not: the method sees images only)."""
+        return cls.fit(images, n_clusters, seed=seed, n_neighbors=cfg.n_neighbors)
+
+    def sample_grid(self, images: torch.Tensor):
+        """Training images of each cluster, one row per cluster."""
+        return (cluster_members(self.assign(images), images, self.n_clusters),
+                "selflabel clusters: training images, one row per cluster")
+
+    @property
+    def n_clusters(self) -> int:
+        return self.config["n_clusters"]
 
     @staticmethod
     def _train_net(x, target, train_idx, n_clusters, seed, epochs, batch_size, lr, rotation,

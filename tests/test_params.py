@@ -33,7 +33,7 @@ def test_every_profile_composes_into_valid_params(name):
 @pytest.mark.parametrize("name", [n for n in profile_names() if n != "default"])
 def test_a_profile_holds_only_what_it_changes(name):
     changes = yaml.safe_load((PROFILES / f"{name}.yaml").read_text())
-    defaults = dataclasses.asdict(Params())
+    defaults = compose(changes.pop("extends", "default"))
     for key in flat_keys(changes):
         node = defaults
         for part in key.split("."):
