@@ -41,8 +41,10 @@ from satground.params import compose  # noqa: E402
 def stage(script: str, *args) -> float:
     """Run a stage script; returns the CPU seconds (user + system) it took."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, str(REPO / "stages" / script), *map(str, args)], check=True,
-                   capture_output=True, cwd=REPO)
+    done = subprocess.run([sys.executable, str(REPO / "stages" / script), *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        sys.exit(f"{script} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 

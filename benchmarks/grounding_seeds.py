@@ -92,7 +92,7 @@ def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -
     cpu += stage("ground.py", "--params", params, "--prepared", folder / "prepared",
                  "--classifier", folder / "lenet.pt", "--model-out", folder / "ground.pt",
                  "--permutation-out", folder / "permutation.json", "--plot-out", folder / "permutation.png",
-                 "--metrics-out", folder / "ground")
+                 "--metrics-out", folder / "ground", "--resume-dir", folder / "resume")
     cluster = load_json(folder / "cluster_metrics" / "info.json")
     distill = load_json(folder / "distill" / "info.json")
     ground = load_json(folder / "ground" / "info.json")
