@@ -115,11 +115,17 @@ def table(path: Path) -> str:
     def mark(ok):
         return "right" if ok else "wrong"
 
-    out = ["| seed | clustering, test % | LeNet, test % | grounding phase, val output cells % | "
-           "permutation kept | the loss's own | from peer labels | CPU min |", "|---" * 8 + "|"]
+    def pct(row, key):
+        return f"{100 * row[key]:.1f}" if key in row else "n/a"
+
+    out = ["| seed | clustering, test % | LeNet, test % | grounding, val blank cells % | test blank cells % | "
+           "test all cells % (authors') | arg max a permutation | permutation kept | the loss's own | "
+           "from peer labels | CPU min |", "|---" * 11 + "|"]
     for r in sorted(rows, key=lambda r: r["seed"]):
-        out.append(f"| {r['seed']} | {100 * r['cluster_test_accuracy']:.1f} | {100 * r['lenet_test_accuracy']:.1f} | "
-                   f"{100 * r['ground_val_output_cell_accuracy']:.1f} | {mark(r['permutation_right'])} "
+        out.append(f"| {r['seed']} | {pct(r, 'cluster_test_accuracy')} | {pct(r, 'lenet_test_accuracy')} | "
+                   f"{pct(r, 'ground_val_output_cell_accuracy')} | {pct(r, 'test_blank_cells')} | "
+                   f"{pct(r, 'test_all_cells_authors')} | "
+                   f"{'yes' if r.get('argmax_is_permutation') else 'no'} | {mark(r['permutation_right'])} "
                    f"({r['permutation_source']}) | {mark(r['loss_permutation_right'])} | "
                    f"{mark(r['peers_permutation_right'])} | {r['cpu_seconds'] / 60:.1f} |")
     return "\n".join(out)

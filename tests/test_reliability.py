@@ -268,6 +268,7 @@ def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_p
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)  # a lock file an earlier run left (same path, recycled tmp folder)
         held.write("4242")
         held.flush()
         line = one_line_exit_1(stage_command("ground", tmp_path))
