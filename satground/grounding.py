@@ -45,10 +45,6 @@ class PermutationAccumulator:
         self.total = torch.zeros(n_digits, n_digits, dtype=torch.float64)
         self.count = 0
 
-    def reset(self) -> None:
-        self.total.zero_()
-        self.count = 0
-
     def add(self, P: torch.Tensor) -> None:
         self.total += P.detach().to("cpu", torch.float64)
         self.count += 1

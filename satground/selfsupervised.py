@@ -34,9 +34,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from scipy.optimize import linear_sum_assignment
 
 from .manifold import cluster_members
+from .metrics import best_matching
 
 
 def deskew(images: torch.Tensor) -> torch.Tensor:
@@ -102,16 +102,6 @@ class DigitCNN(nn.Module):
         return self.head(self.body(x))
 
 
-def _align(reference: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    """Relabel `labels` so that its clusters match `reference`'s best (Hungarian)."""
-    counts = np.zeros((k, k))
-    np.add.at(counts, (labels, reference), 1)
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    mapping = np.empty(k, dtype=np.int64)
-    mapping[rows] = cols
-    return mapping[labels]
-
-
 def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,
                       n_neighbors: int = 10, umap_dim: int = 10, mixture_restarts: int = 5):
     """PCA -> UMAP -> Gaussian mixture of flattened images (N, D); returns (N,) clusters."""
@@ -160,7 +150,8 @@ class SelfLabelClusterer:
         for r in range(umap_runs):
             labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, n_components,
                                        n_neighbors, umap_dim)
-            runs.append(labels if not runs else _align(runs[0], labels, n_clusters))
+            # relabel each later run to its best match with the first
+            runs.append(labels if not runs else best_matching(labels, runs[0], n_clusters, n_clusters)[labels])
         votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
         target = torch.from_numpy(votes.argmax(1).astype(np.int64))
         agreed = torch.from_numpy(votes.max(1) >= math.ceil(min_agreement * umap_runs - 1e-9))
