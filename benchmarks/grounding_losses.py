@@ -3,8 +3,8 @@ cluster -> digit permutation by itself?
 
 Each run is the ground stage's model and loop: the frozen distilled classifier feeding
 SymbolicSolver(board_size, m, aux, max_iter, zero_input_outputs=True, output_softmax) in a
-VisualSolver, Adam on SATNet only, satground.training.train_epoch over shuffled training boards,
-with the loss a satground.losses.GroundingLoss. The held-out boards are the stage's split
+VisualSolver, Adam on SATNet only, satground.training.fit over shuffled training boards, with
+the loss a satground.losses.GroundingLoss. The held-out boards are the stage's split
 (split_boards with val_fraction 0.1 and the run's seed); --n-train keeps only the first N of
 the remaining training boards (screening). Per epoch, one JSON line:
 
@@ -68,7 +68,7 @@ from satground.losses import APPROXMAX, LOSSES, GroundingLoss  # noqa: E402
 from satground.metrics import output_metrics, solution_metrics  # noqa: E402
 from satground.models import SymbolicSolver, VisualSolver  # noqa: E402
 from satground.params import compose  # noqa: E402
-from satground.training import freeze, predict, predicted_digits, subset, train_epoch  # noqa: E402
+from satground.training import fit, freeze, predict, predicted_digits, subset  # noqa: E402
 
 RESULTS = REPO / "results" / "grounding_losses"
 
@@ -116,14 +116,13 @@ def run(args) -> None:
               "warmup_epochs": args.warmup_epochs, "decay": args.decay, "temperature": args.temperature,
               "approxmax": args.approxmax, "lr": lr, "m": m, "aux": aux, "max_iter": max_iter,
               "batch_size": batch_size, "true_permutation": truth_perm.tolist()}
-    out = args.out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for epoch in range(1, args.epochs + 1):
-        started = time.time()
-        form = loss_fn.form
-        loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
-                           desc=f"{args.loss} epoch {epoch}")
-        train_seconds = time.time() - started
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    clock = {"start": time.time()}
+
+    def evaluate() -> dict:
+        """The epoch just trained, scored on the held-out boards (fit's evaluate hook)."""
+        train_seconds = time.time() - clock["start"]
+        form = loss_fn.form  # the form the finished epoch trained with
         P = loss_fn.end_epoch()
         argmax = hard_permutation(P, "argmax")
         perm = loss_fn.permutation()
@@ -132,23 +131,35 @@ def run(args) -> None:
         blank_true = output_metrics(predicted_digits(probs, K, truth_perm), val)
         authors = solution_metrics(predicted_digits(probs, K, argmax), val_solution, val)
         top2, matched = margins(P, perm)
-        row = {**config, "epoch": epoch, "form": form, "train_loss": loss,
-               "blank_cells": blank["blank_cells"], "blank_boards": blank["blank_boards"],
-               "blank_cells_true_perm": blank_true["blank_cells"],
-               "all_cells_authors": authors["cell_accuracy"],
-               "authors_blank_cells": authors["output_cell_accuracy"],
-               "margin_top2": top2, "margin_matched": matched,
-               "argmax_is_permutation": is_permutation(argmax),
-               "argmax_right": bool(torch.equal(argmax, truth_perm)),
-               "loss_perm_right": bool(torch.equal(perm, truth_perm)),
-               "epoch_hungarian_right": bool(torch.equal(hard_permutation(P, "hungarian"), truth_perm)),
-               "argmax": argmax.tolist(), "loss_perm": perm.tolist(),
-               "p_hat_min": float(P.min()), "p_hat_max": float(P.max()),
-               "train_seconds": round(train_seconds, 1), "seconds": round(time.time() - started, 1)}
-        print(json.dumps({k: v for k, v in row.items() if k not in config or k in ("loss", "seed")}),
-              flush=True)
-        with out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        return {"form": form, "blank_cells": blank["blank_cells"], "blank_boards": blank["blank_boards"],
+                "blank_cells_true_perm": blank_true["blank_cells"],
+                "all_cells_authors": authors["cell_accuracy"],
+                "authors_blank_cells": authors["output_cell_accuracy"],
+                "margin_top2": top2, "margin_matched": matched,
+                "argmax_is_permutation": is_permutation(argmax),
+                "argmax_right": bool(torch.equal(argmax, truth_perm)),
+                "loss_perm_right": bool(torch.equal(perm, truth_perm)),
+                "epoch_hungarian_right": bool(torch.equal(hard_permutation(P, "hungarian"), truth_perm)),
+                "argmax": argmax.tolist(), "loss_perm": perm.tolist(),
+                "p_hat_min": float(P.min()), "p_hat_max": float(P.max()),
+                "train_seconds": round(train_seconds, 1)}
+
+    class Record:
+        """fit's report: one JSON line per epoch, the epoch's training loss included."""
+
+        @staticmethod
+        def log_epoch(epoch: int, scores: dict, prefix: str = "") -> None:
+            row = {**config, "epoch": epoch, "train_loss": scores["loss"],
+                   **{k: v for k, v in scores.items() if k != "loss"},
+                   "seconds": round(time.time() - clock["start"], 1)}
+            print(json.dumps({k: v for k, v in row.items() if k not in config or k in ("loss", "seed")}),
+                  flush=True)
+            with args.out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            clock["start"] = time.time()
+
+    fit(model, train, val, optimizer, loss_fn, args.epochs, batch_size, device, generator,
+        report=Record(), desc=args.loss, evaluate=evaluate)
 
 
 def load_rows(path: Path, tag: str | None) -> list[dict]:
@@ -188,6 +199,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     runs: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -210,6 +222,8 @@ def plot(rows: list[dict], path: Path) -> None:
     axes[1].set(xlabel="epoch", ylabel="matched minus off-diagonal mean of P_hat", yscale="symlog",
                 title="P_hat margin")
     axes[1].set_yscale("symlog", linthresh=1e-3)
+    for ax in axes:
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # whole epochs
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,9 @@ APPROXMAX = ("l2", "max", "softmax", "logsumexp")
 
 def soft_permutation(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """P_hat (K, K): P_hat[i, j] = exp(-BCE(target[:, j], pred[:, i])), pred/target (R, K)."""
+    if pred.dim() != 2 or pred.shape != target.shape:
+        raise ValueError(f"pred and target must both be (R, K), got {tuple(pred.shape)} "
+                         f"and {tuple(target.shape)}")
     # Like torch's binary_cross_entropy, keep log finite at 0/1 predictions (a confident wrong
     # one gives a large BCE, P_hat ~ 0); clamping before the log keeps its gradient finite too.
     tiny = torch.finfo(pred.dtype).tiny
@@ -75,9 +78,6 @@ def symbol_grounding_loss(pred: torch.Tensor, target: torch.Tensor, kind: str = 
     pred: probabilities in [0, 1] in the pre-trained (cluster) encoding; target: one-hot labels
     in the label encoding. Returns (loss scalar, P_hat (K, K) with rows = clusters).
     """
-    if pred.dim() != 2 or pred.shape != target.shape:
-        raise ValueError(f"pred and target must both be (R, K), got {tuple(pred.shape)} "
-                         f"and {tuple(target.shape)}")
     P = soft_permutation(pred, target)
     return 1.0 - approxmax(P, kind, temperature).mean(), P
 
@@ -211,9 +211,6 @@ class GroundingLoss:
     def compute(self, pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss, P_hat) for predictions/labels (R, K); updates the running P_hat and the epoch's
         mean."""
-        if pred.dim() != 2 or pred.shape != target.shape:
-            raise ValueError(f"pred and target must both be (R, K), got {tuple(pred.shape)} "
-                             f"and {tuple(target.shape)}")
         P = soft_permutation(pred, target)
         self.update(P)
         if self.form == "paper":
