@@ -88,7 +88,7 @@ def run(args) -> None:
     batch_size = params["ground"]["batch_size"]
     device = torch.device("cpu")
 
-    truth_perm = torch.tensor(true_permutation(args.data))
+    truth_perm = torch.tensor(true_permutation(args.data / "prepared", args.data / "lenet.pt"))
     generator = seed_everything(args.seed)
     boards = load_boards(args.data / "prepared", "train")
     K = boards.n_digits

@@ -10,6 +10,10 @@ given-cell images, another clusterer, classifier and SATNet), then checks the pe
 stage kept, and the Symbol Grounding Loss's own, against the truth: the Hungarian matching of
 the classifier's clusters to the true digits of the training images (truth read here, for this
 report only; the stages never read it). One JSON line per seed.
+
+    python benchmarks/grounding_seeds.py --run-dir . --profile cpu9_rulefree --out FILE
+
+reports the same for a finished `dvc repro` workspace (its data/, models/ and metrics/).
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from satground.io import load_json  # noqa: E402
 from satground.lenet import load_lenet, predict  # noqa: E402
 from satground.metrics import best_matching, output_metrics, solution_metrics  # noqa: E402
 from satground.models import load_solver  # noqa: E402
-from satground.params import compose, parse_params  # noqa: E402
+from satground.params import compose, parse_params, read_yaml  # noqa: E402
 from satground.training import predict as predict_boards  # noqa: E402
 from satground.training import predicted_digits  # noqa: E402
 
@@ -53,14 +57,23 @@ def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:
     return params
 
 
-def test_board_scores(folder: Path, saved: dict) -> dict:
+SCRATCH = {"prepared": "prepared", "lenet": "lenet.pt", "ground": "ground.pt",
+           "permutation": "permutation.json", "cluster": "cluster_metrics", "distill": "distill",
+           "ground_metrics": "ground"}
+# a `dvc repro` workspace (dvc.yaml's outputs)
+WORKSPACE = {"prepared": "data/prepared", "lenet": "models/lenet.pt", "ground": "models/ground.pt",
+             "permutation": "models/permutation.json", "cluster": "metrics/cluster",
+             "distill": "metrics/distill", "ground_metrics": "metrics/ground"}
+
+
+def test_board_scores(files: dict, saved: dict) -> dict:
     """The grounding phase's SATNet on the test boards (truth read here, for this report only):
     blank cells read through the kept permutation, and the authors' per-cell figure over all
     cells (their code reads the givens' classifier outputs and the blanks through the row arg max
     of P_hat)."""
-    test = load_boards(folder / "prepared", "test")
-    solution = load_boards(folder / "prepared", "test", view="grounded").labels
-    probs = predict_boards(load_solver(folder / "ground.pt", boards=test, kind="visual"), test, 100,
+    test = load_boards(files["prepared"], "test")
+    solution = load_boards(files["prepared"], "test", view="grounded").labels
+    probs = predict_boards(load_solver(files["ground"], boards=test, kind="visual"), test, 100,
                            torch.device("cpu"))
     blank = output_metrics(predicted_digits(probs, test.n_digits, saved["permutation"]), test)
     argmax = torch.tensor(saved["argmax"])
@@ -68,13 +81,33 @@ def test_board_scores(folder: Path, saved: dict) -> dict:
     return {"test_blank_cells": blank["blank_cells"], "test_all_cells_authors": authors["cell_accuracy"]}
 
 
-def true_permutation(folder: Path) -> list[int]:
+def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     """cluster -> digit of the distilled classifier on the training given-cell images (truth)."""
-    boards = load_boards(folder / "prepared", "train")
+    boards = load_boards(prepared, "train")
     pool = given_image_indices(boards)
-    clusters = predict(load_lenet(folder / "lenet.pt"), boards.images[pool])
-    digits = load_truth(folder / "prepared", "train", boards)["image_labels"][pool].long() - 1
+    clusters = predict(load_lenet(lenet), boards.images[pool])
+    digits = load_truth(prepared, "train", boards)["image_labels"][pool].long() - 1
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
+
+
+def grounding_report(folder: Path, layout: dict) -> dict:
+    """The grounding of a finished run (the stages' files in `folder`, named by `layout`)
+    checked against the truth."""
+    files = {name: folder / path for name, path in layout.items()}
+    cluster = load_json(files["cluster"] / "info.json")
+    distill = load_json(files["distill"] / "info.json")
+    ground = load_json(files["ground_metrics"] / "info.json")
+    saved = load_permutation(files["permutation"], cluster["n_clusters"])
+    truth = true_permutation(files["prepared"], files["lenet"])
+    return {"cluster_method": cluster["method"],
+            "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
+            "ground_val_output_cell_accuracy": ground["val_blank_cells"],
+            "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
+            "permutation_right": saved["permutation"].tolist() == truth,
+            "loss_permutation_right": saved["from_loss"] == truth,
+            "peers_permutation_right": saved["from_peers"] == truth,
+            "argmax_is_permutation": saved["argmax_is_permutation"], "argmax_right": saved["argmax"] == truth,
+            **test_board_scores(files, saved)}
 
 
 def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -> dict:
@@ -93,20 +126,8 @@ def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -
                  "--classifier", folder / "lenet.pt", "--model-out", folder / "ground.pt",
                  "--permutation-out", folder / "permutation.json", "--plot-out", folder / "permutation.png",
                  "--metrics-out", folder / "ground", "--resume-dir", folder / "resume")
-    cluster = load_json(folder / "cluster_metrics" / "info.json")
-    distill = load_json(folder / "distill" / "info.json")
-    ground = load_json(folder / "ground" / "info.json")
-    saved = load_permutation(folder / "permutation.json", cluster["n_clusters"])
-    truth = true_permutation(folder)
-    return {"profile": profile, "overrides": list(overrides), "seed": seed, "cluster_method": cluster["method"],
-            "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
-            "ground_val_output_cell_accuracy": ground["val_blank_cells"],
-            "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
-            "permutation_right": saved["permutation"].tolist() == truth,
-            "loss_permutation_right": saved["from_loss"] == truth,
-            "peers_permutation_right": saved["from_peers"] == truth,
-            "argmax_is_permutation": saved["argmax_is_permutation"], "argmax_right": saved["argmax"] == truth,
-            **test_board_scores(folder, saved), "cpu_seconds": round(cpu, 1)}
+    return {"profile": profile, "overrides": list(overrides), "seed": seed,
+            **grounding_report(folder, SCRATCH), "cpu_seconds": round(cpu, 1)}
 
 
 def table(path: Path) -> str:
@@ -114,6 +135,9 @@ def table(path: Path) -> str:
 
     def mark(ok):
         return "right" if ok else "wrong"
+
+    def minutes(row):
+        return "n/a" if row["cpu_seconds"] is None else f"{row['cpu_seconds'] / 60:.1f}"
 
     def pct(row, key):
         return f"{100 * row[key]:.1f}" if key in row else "n/a"
@@ -127,7 +151,7 @@ def table(path: Path) -> str:
                    f"{pct(r, 'test_all_cells_authors')} | "
                    f"{'yes' if r.get('argmax_is_permutation') else 'no'} | {mark(r['permutation_right'])} "
                    f"({r['permutation_source']}) | {mark(r['loss_permutation_right'])} | "
-                   f"{mark(r['peers_permutation_right'])} | {r['cpu_seconds'] / 60:.1f} |")
+                   f"{mark(r['peers_permutation_right'])} | {minutes(r)} |")
     return "\n".join(out)
 
 
@@ -139,6 +163,8 @@ def main():
                         help="parameter overrides on top of the profile, e.g. ground.loss=matched")
     parser.add_argument("--out", type=Path, help="results file (JSON lines, appended)")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    parser.add_argument("--run-dir", type=Path, help="report the grounding of a finished `dvc repro` "
+                        "workspace (its params.yaml, data/, models/, metrics/) instead of running stages")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
@@ -146,6 +172,14 @@ def main():
     if args.out is None:
         parser.error("--out is required to run")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.run_dir:
+        params = parse_params(read_yaml(args.run_dir / "params.yaml"), args.run_dir / "params.yaml")
+        row = {"profile": args.profile, "overrides": [f"run-dir {args.run_dir}"], "seed": params.data.seed,
+               **grounding_report(args.run_dir, WORKSPACE), "cpu_seconds": None}
+        print(json.dumps(row))
+        with args.out.open("a") as out:
+            out.write(json.dumps(row) + "\n")
+        return
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:
             row = run_seed(Path(scratch) / str(seed), args.profile, seed, args.set)
