@@ -105,7 +105,8 @@ def grounding_report(folder: Path, layout: dict) -> dict:
             "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
             "permutation_right": saved["permutation"].tolist() == truth,
             "loss_permutation_right": saved["from_loss"] == truth,
-            "peers_permutation_right": saved["from_peers"] == truth,
+            # None where the run read no peer structure (ground.permutation: loss)
+            "peers_permutation_right": None if saved.get("from_peers") is None else saved["from_peers"] == truth,
             "argmax_is_permutation": saved["argmax_is_permutation"], "argmax_right": saved["argmax"] == truth,
             **test_board_scores(files, saved)}
 
@@ -134,7 +135,7 @@ def table(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def mark(ok):
-        return "right" if ok else "wrong"
+        return "n/a" if ok is None else "right" if ok else "wrong"
 
     def minutes(row):
         return "n/a" if row["cpu_seconds"] is None else f"{row['cpu_seconds'] / 60:.1f}"

@@ -6,8 +6,9 @@
     assign(images) -> clusters; sample_grid(images) -> (grid, title) for the samples figure
     checkpoint() / from_checkpoint(ckpt); parameter_counts(); n_clusters
 
-`cfg` is the params' `cluster` section; `cannot_link` the peer given cells' pairs (only the
-peers method reads it); `on_epoch(epoch, clusterer, row, seconds)` is called by trained methods
+`cfg` is the params' `cluster` section; `cannot_link` the peer given cells' pairs, given only
+to a class whose `reads_peers` is True (the peers method: it reads the Sudoku structure) and
+None otherwise; `on_epoch(epoch, clusterer, row, seconds)` is called by trained methods
 after each epoch (and at epoch 0) for curves and checkpoints. A checkpoint file holds
 {"method", "config", "state_dict", ...extra}: everything needed to rebuild it, so later stages
 (distillation, the ablation over checkpoints) only call `load_clusterer(path).assign(images)`

@@ -251,6 +251,7 @@ class InfoGANClusterer:
     image being Q's categorical arg max."""
 
     method = "infogan"
+    reads_peers = False
 
     def __init__(self, model: InfoGAN):
         self.model = model

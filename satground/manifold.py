@@ -50,6 +50,7 @@ class ManifoldClusterer:
     """PCA features, an embedding (`embed`, per subclass), k-means; kNN vote for new images."""
 
     method = ""
+    reads_peers = False  # whether it needs the peer given cells' cannot-links (clustering.py)
 
     def __init__(self, n_clusters: int, n_neighbors: int, mean, components, train_features,
                  train_clusters):
@@ -172,6 +173,7 @@ class PeersClusterer(ManifoldClusterer):
     only); on nine digits it places test images better than the kNN vote."""
 
     method = "peers"
+    reads_peers = True
 
     def classifier(self):
         from sklearn.svm import SVC

@@ -122,6 +122,7 @@ class SelfLabelClusterer:
     """Deskew -> consensus of UMAP + GMM runs -> CNN ensemble trained on those clusters."""
 
     method = "selflabel"
+    reads_peers = False
 
     def __init__(self, config: dict, nets: list[DigitCNN]):
         self.config, self.nets = config, nets

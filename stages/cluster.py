@@ -9,6 +9,8 @@ the run with the fewest peer conflicts: the share of image pairs shown in peer g
 row, column or box of a training board, so different digits) that it puts in one cluster. The
 criterion reads the boards' given-cell positions only, no label; InfoGAN's outcome depends on its
 seed (the paper reports 4 failures in 10), and restarts with this choice guard against that.
+The peer structure is built only where it is used (the peers method, or restarts > 1): a single
+run of an image-only method (selflabel, umap, spectral, infogan) never reads the boards.
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
 The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
@@ -43,13 +45,15 @@ class Pools:
     train_labels: torch.Tensor | None
     test_labels: torch.Tensor | None
     n_clusters: int
-    cannot_link: object  # scipy sparse (M, M): peer given cells of the training boards
+    cannot_link: object  # scipy sparse (M, M): peer given cells of the training boards, or None
 
     def report(self, clusterer) -> tuple[dict, dict]:
-        """(train, test) cluster reports; the train one with the peer conflicts."""
+        """(train, test) cluster reports; the train one with the peer conflicts (None without
+        the peer structure)."""
         clusters = clusterer.assign(self.train_images)
         train = cluster_report(clusters, self.train_labels, self.n_clusters)
-        train["peer_conflicts"] = peer_conflict_rate(clusters, self.cannot_link)
+        train["peer_conflicts"] = (None if self.cannot_link is None
+                                   else peer_conflict_rate(clusters, self.cannot_link))
         return train, cluster_report(clusterer.assign(self.test_images), self.test_labels, self.n_clusters)
 
 
@@ -94,7 +98,8 @@ def fit_restarts(cfg, pools: Pools, out: Path, report: StageReport, where: str):
                "train_accuracy": train["accuracy"], "test_accuracy": test["accuracy"],
                "train_largest_cluster": train["largest_cluster_fraction"]}
         runs.append(run)
-        print(f"cluster: {cfg.method} seed {seed}: peer conflicts {run['peer_conflicts']:.4f}, clustering "
+        conflicts = "n/a" if run["peer_conflicts"] is None else f"{run['peer_conflicts']:.4f}"
+        print(f"cluster: {cfg.method} seed {seed}: peer conflicts {conflicts}, clustering "
               f"accuracy train {format_accuracy(train['accuracy'])} / test {format_accuracy(test['accuracy'])}"
               f" ({time.perf_counter() - start:.0f} s)")
         if kept is None or run["peer_conflicts"] < kept[0]["peer_conflicts"]:  # ties: the earlier run
@@ -122,11 +127,12 @@ def main(argv=None):
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
     test_images, test_idx, _ = load_given_images(args.prepared, "test", K)
+    reads_peers = CLUSTERERS[cfg.method].reads_peers or cfg.restarts > 1
     pools = Pools(train_images, test_images,
                   # reporting only: None when the truth file is absent
                   load_image_labels(args.prepared, "train", train_idx),
                   load_image_labels(args.prepared, "test", test_idx),
-                  K, peer_cannot_links(train_boards, train_idx))
+                  K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
 
     # a fresh folder that replaces models/cluster/ whole: no file of an earlier run survives
     report = StageReport(args.metrics_out)

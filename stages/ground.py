@@ -12,7 +12,8 @@ Input-cell labels are never read.
 With ground.permutation: peers (ours, label free) the permutation folded into the classifier
 comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
 or box peer whose output label is its digit (satground.grounding.peer_label_permutation). The
-loss's permutation is still found and reported beside it.
+loss's permutation is still found and reported beside it. With permutation: loss and no
+align_inputs (the rule-free configuration) the stage never reads the peer structure.
 
 P_hat maps SATNet's output encoding to digits. With ground.align_inputs (our addition, label
 free) the permutation is then moved to the classifier's encoding by the relabelling that
@@ -96,25 +97,31 @@ def main(argv=None):
     # to the Hungarian matching of the same matrix (and say so).
     output_perm = argmax if cfg.assignment == "argmax" and argmax_ok else hungarian
     used = "argmax" if cfg.assignment == "argmax" and argmax_ok else "hungarian"
-    # P_hat speaks SATNet's output encoding; find how it relabels the classifier's (label-free)
-    val_clusters = predicted_digits(predict(model, val, cfg.batch_size, device, desc="align"), K) - 1
-    cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
-    aligned, rho = align_to_inputs(output_perm, cooccurrence)
-    from_loss = aligned if cfg.align_inputs else output_perm
-    # the rule every board obeys, read off the given cells' clusters and the output labels
-    given_clusters = classify(classifier, boards.images)[boards.cell_image.clamp_min(0)]
-    label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
-                                                 boards.board_size)
-    from_peers = peer_label_permutation(label_cooccurrence)
+    # The peer structure is read only where a setting asks for it: without align_inputs and with
+    # permutation: loss (the rule-free configuration) nothing here reads the Sudoku rules.
+    from_loss, rho, cooccurrence = output_perm, None, None
+    if cfg.align_inputs:  # P_hat speaks SATNet's output encoding: how it relabels the classifier's
+        val_clusters = predicted_digits(predict(model, val, cfg.batch_size, device, desc="align"), K) - 1
+        cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
+        from_loss, rho = align_to_inputs(output_perm, cooccurrence)
+    from_peers, label_cooccurrence = None, None
+    if cfg.permutation == "peers":  # the rule every board obeys: given clusters against output labels
+        given_clusters = classify(classifier, boards.images)[boards.cell_image.clamp_min(0)]
+        label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
+                                                     boards.board_size)
+        from_peers = peer_label_permutation(label_cooccurrence)
     chosen = from_peers if cfg.permutation == "peers" else from_loss
 
+    def listed(x):
+        return None if x is None else x.tolist()
+
     permutation = permutation_record(chosen, output_perm, P, source=cfg.permutation,
-                                     from_loss=from_loss.tolist(), from_peers=from_peers.tolist(),
-                                     peer_label_cooccurrence=label_cooccurrence.tolist(),
+                                     from_loss=from_loss.tolist(), from_peers=listed(from_peers),
+                                     peer_label_cooccurrence=listed(label_cooccurrence),
                                      assignment=used, argmax=argmax.tolist(),
                                      hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
-                                     output_to_input=rho.tolist(), aligned_to_inputs=cfg.align_inputs,
-                                     peer_cooccurrence=cooccurrence.tolist(), best_epoch=best["epoch"])
+                                     output_to_input=listed(rho), aligned_to_inputs=cfg.align_inputs,
+                                     peer_cooccurrence=listed(cooccurrence), best_epoch=best["epoch"])
     save_figure(plot_permutation(P, output_perm), args.plot_out)
     info = {
         **{k: v for k, v in best["row"].items() if k.startswith("val_")},
@@ -123,15 +130,16 @@ def main(argv=None):
         "epochs_run": stopping.last_epoch,
         "argmax_is_permutation": argmax_ok,
         "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
-        "outputs_numbered_like_inputs": bool(torch.equal(rho, torch.arange(K))),
-        "loss_agrees_with_peers": bool(torch.equal(from_loss, from_peers)),
+        "outputs_numbered_like_inputs": None if rho is None else bool(torch.equal(rho, torch.arange(K))),
+        "loss_agrees_with_peers": None if from_peers is None else bool(torch.equal(from_loss, from_peers)),
     }
     save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation})
     report.finish({"ground_cells": info["val_blank_cells"]}, info)
     print(f"ground: best epoch {best['epoch']}, val blank cells "
           f"{info['val_blank_cells']:.3f}, cluster->digit {chosen.tolist()} from "
           f"{cfg.permutation} (loss: {from_loss.tolist()} by {used}"
-          f"{', aligned to inputs' if cfg.align_inputs else ''}; peers: {from_peers.tolist()})")
+          f"{', aligned to inputs' if cfg.align_inputs else ''}"
+          f"{f'; peers: {from_peers.tolist()}' if from_peers is not None else ''})")
 
 
 if __name__ == "__main__":

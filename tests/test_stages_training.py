@@ -5,6 +5,7 @@ holds no *_grounded.pt or *_truth.pt file at all, and a spy on every file they o
 they never try; evaluate is the stage that needs them.
 """
 import builtins
+import importlib
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ from satground.io import PipelineError
 from satground.lenet import LeNet, distill_epoch, load_lenet, save_lenet
 from satground.lenet import predict as classify
 from satground.metrics import best_matching
+from satground.params import compose
 from stage_commands import declared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -228,6 +230,76 @@ def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(gr
     assert saved["permutation"] == saved["argmax"] == truth
     _, paper = ground_with(grounding_boards, tmp_path, loss="paper")
     assert info["val_blank_cells"] > 0.6 and info["val_blank_cells"] > paper["val_blank_cells"] + 0.2
+
+
+# every function that reads the Sudoku structure (peer cells) before SATNet's end-to-end training
+PEER_CODE = {"satground.grounding": ("peer_cooccurrence", "peer_label_cooccurrence",
+                                     "peer_label_permutation", "align_to_inputs"),
+             "satground.data": ("peer_cannot_links",), "satground.metrics": ("peer_conflict_rate",)}
+# the settings that decide whether a run reads it
+RULE_KEYS = {"cluster": ("method", "restarts"),
+             "ground": ("loss", "warmup_epochs", "output_softmax", "align_inputs", "permutation"),
+             "train": ("init_from_ground",)}
+
+
+@pytest.fixture
+def peer_spy(monkeypatch):
+    """Replace the peer-structure code by functions that record the call and fail; the stages
+    are imported afresh by `stage()`, so they bind the replacements."""
+    calls = []
+    for module_name, names in PEER_CODE.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            def refuse(*args, _name=name, **kwargs):
+                calls.append(_name)
+                raise AssertionError(f"{_name} called: the run reads the Sudoku structure")
+            monkeypatch.setattr(module, name, refuse)
+    return calls
+
+
+def profile_settings(profile: str) -> dict:
+    """PARAMS (tiny sizes) with the profile's rule-deciding settings."""
+    composed = compose(profile)
+    params = {**PARAMS, "cluster": {"n_neighbors": 5}}
+    for section, keys in RULE_KEYS.items():
+        params[section] = {**params.get(section, {}), **{k: composed[section][k] for k in keys}}
+    return params
+
+
+def test_the_rule_free_profile_never_calls_the_peer_structure_code(workdir, tmp_path, peer_spy):
+    """cluster, distill, ground and train with cpu9_rulefree's settings (from its profile) run
+    to the end with every peer-structure function failing when called; the rule-aware cpu9's
+    settings call them (the spy's control)."""
+    params = profile_settings("cpu9_rulefree")
+    assert params["cluster"]["method"] == "selflabel" and params["ground"]["permutation"] == "loss"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    prepared, out = workdir / "data" / "prepared", tmp_path
+    stage("cluster").main(declared("cluster", params=out / "params.yaml", prepared=prepared,
+                                   model_out=out / "cluster", samples_plot_out=out / "samples.png",
+                                   confusion_plot_out=out / "confusion.png", metrics_out=out / "m_cluster"))
+    stage("distill").main(declared("distill", params=out / "params.yaml", prepared=prepared,
+                                   clusterer=out / "cluster", model_out=out / "lenet.pt",
+                                   metrics_out=out / "m_distill"))
+    stage("ground").main(declared("ground", params=out / "params.yaml", prepared=prepared,
+                                  classifier=out / "lenet.pt", model_out=out / "ground.pt",
+                                  permutation_out=out / "permutation.json", plot_out=out / "perm.png",
+                                  metrics_out=out / "m_ground", resume_dir=out / "r_ground"))
+    stage("train").main(declared("train", params=out / "params.yaml", prepared=prepared,
+                                 classifier=out / "lenet.pt", ground=out / "ground.pt", permutation=out / "permutation.json",
+                                 model_out=out / "solver.pt", metrics_out=out / "m_train",
+                                 resume_dir=out / "r_train"))
+    assert peer_spy == [] and (out / "solver.pt").is_file()
+    saved = json.loads((out / "permutation.json").read_text())
+    assert saved["source"] == "loss" and saved["from_peers"] is None and not saved["aligned_to_inputs"]
+
+    aware = profile_settings("cpu9")
+    (tmp_path / "aware.yaml").write_text(yaml.safe_dump(aware))
+    with pytest.raises(AssertionError, match="reads the Sudoku structure"):
+        stage("ground").main(declared("ground", params=out / "aware.yaml", prepared=prepared,
+                                      classifier=out / "lenet.pt", model_out=out / "g2.pt",
+                                      permutation_out=out / "p2.json", plot_out=out / "p2.png",
+                                      metrics_out=out / "m_g2", resume_dir=out / "r_g2"))
+    assert peer_spy
 
 
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
