@@ -36,6 +36,7 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from satground.data import Boards, load_boards, load_truth  # noqa: E402
+from satground.io import seed_everything  # noqa: E402
 from satground.lenet import image_batch  # noqa: E402
 from satground.metrics import solution_metrics  # noqa: E402
 from satground.models import VisualSolver, load_solver  # noqa: E402
@@ -79,6 +80,9 @@ def release(boards: Boards, confidence: torch.Tensor, threshold: float) -> Board
 def digits_of(model: VisualSolver, boards: Boards, threshold: float, batch_size: int) -> torch.Tensor:
     if threshold > 0:
         boards = release(boards, reading_confidence(model, boards), threshold)
+    # SATNet's forward draws its random start vectors: every variant from the same seed (the
+    # evaluate stage's, params seed 0), so only the variant differs between rows
+    seed_everything(0)
     return predicted_digits(predict(model, boards, batch_size, torch.device("cpu")), boards.n_digits)
 
 
@@ -116,7 +120,7 @@ def main():
     models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
               for name in ("solver", "solver_proofread")}
 
-    plain = predicted_digits(predict(models["solver"], test, args.batch_size, torch.device("cpu")), test.n_digits)
+    plain = digits_of(models["solver"], test, 0.0, args.batch_size)
     misread = ((plain != truth) & test.is_input).any(dim=1)
     tta = VisualSolver(ShiftAveraged(models["solver"].classifier), models["solver"].solver)
     rows = []
