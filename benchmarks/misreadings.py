@@ -36,6 +36,7 @@ from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.grounding_seeds import WORKSPACE  # noqa: E402
 from satground.data import Boards, load_boards, load_truth  # noqa: E402
 from satground.io import seed_everything  # noqa: E402
 from satground.lenet import image_batch  # noqa: E402
@@ -100,23 +101,24 @@ def main():
         return
     if args.run_dir is None or args.out is None:
         parser.error("--run-dir and --out are required to run")
-    prepared = args.run_dir / "data" / "prepared"
+    prepared = args.run_dir / WORKSPACE["prepared"]
     test = load_boards(prepared, "test")
     solution = load_boards(prepared, "test", view="grounded").labels.long()
     truth = load_truth(prepared, "test", test)["input_labels"].long()
     models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
-              for name in ("solver", "solver_proofread")}
+              for name in ("solver", "solver_proofread")}  # train's and proofread's outputs
 
-    plain = digits_of(models["solver"], test, 0.0, args.batch_size)
-    misread = ((plain != truth) & test.is_input).any(dim=1)
     tta = VisualSolver(ShiftAveraged(models["solver"].classifier), models["solver"].solver)
-    rows = []
     variants = [("none", models["solver"], 0.0), ("proofreader", models["solver_proofread"], 0.0), ("tta", tta, 0.0)]
     variants += [(f"{name}<{t}", model, t) for name, model in (("release", models["solver"]), ("tta+release", tta))
                  for t in args.thresholds]
+    scored = {}  # name -> (threshold, digits, seconds)
     for name, model, threshold in variants:
         started = time.time()
-        digits = digits_of(model, test, threshold, args.batch_size)
+        scored[name] = threshold, digits_of(model, test, threshold, args.batch_size), round(time.time() - started, 1)
+    misread = ((scored["none"][1] != truth) & test.is_input).any(dim=1)  # under the plain readings
+    rows = []
+    for name, (threshold, digits, seconds) in scored.items():
         exact = (digits == solution).all(dim=1)
         read = ((digits == truth) | ~test.is_input).all(dim=1)
         blanks = ((digits == solution) | test.is_input).all(dim=1)
@@ -126,7 +128,7 @@ def main():
                "misread_boards": int(misread.sum()), "rescued": float(exact[misread].float().mean()),
                "misread_blanks_right": float(blanks[misread].float().mean()),
                "read_right_solved": float(exact[~misread].float().mean()),
-               "givens_all_right_after": float(read.float().mean()), "seconds": round(time.time() - started, 1)}
+               "givens_all_right_after": float(read.float().mean()), "seconds": seconds}
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
