@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import var_mask
+from .digitcnn import DigitReader
 from .io import PipelineError, check_finite_weights, load_torch
 from .lenet import LeNet, image_batch
 from .satnet import SATNet
@@ -135,9 +136,12 @@ def solver_config(solver: SymbolicSolver) -> dict:
 def checkpoint(model: nn.Module) -> dict:
     """What a solver artifact holds: enough to rebuild the model without params.yaml."""
     if isinstance(model, VisualSolver):
-        return {"kind": "visual", "config": solver_config(model.solver),
-                "solver": model.solver.state_dict(), "classifier": model.classifier.state_dict(),
-                "n_classes": model.classifier.n_classes}
+        saved = {"kind": "visual", "config": solver_config(model.solver),
+                 "solver": model.solver.state_dict(), "classifier": model.classifier.state_dict(),
+                 "n_classes": model.classifier.n_classes}
+        if isinstance(model.classifier, DigitReader):  # the re-read stage's reader; LeNet otherwise
+            saved["reader"] = dict(model.classifier.config)
+        return saved
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
 
@@ -161,7 +165,8 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         check_finite_weights(solver, path, "solver model")
         if saved["kind"] == "symbolic":
             return solver
-        classifier = LeNet(saved["n_classes"])
+        reader = saved.get("reader")
+        classifier = DigitReader(saved["n_classes"], **reader) if reader else LeNet(saved["n_classes"])
         classifier.load_state_dict(saved["classifier"])
         check_finite_weights(classifier, path, "solver model's classifier")
     except (KeyError, TypeError, RuntimeError) as exc:

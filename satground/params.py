@@ -195,6 +195,20 @@ class Train:
 
 
 @dataclass(frozen=True)
+class Reread:
+    reader: str = knob("cnn", "none: keep the end-to-end classifier (the paper) | cnn: an ensemble "
+                       "of small CNNs | lenet: a fresh LeNet; both trained on SATNet's re-readings "
+                       "(ours)", choices=("none", "cnn", "lenet"))
+    release: float = knob(0.1, "share of each training board's givens SATNet infers per pass",
+                          low=0.0, high=1.0)
+    passes: int = knob(2, "passes over the training boards, each releasing other givens", low=1)
+    epochs: int = knob(20, "the reader's training epochs", low=1)
+    nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
+    batch_size: int = knob(100, "boards per SATNet batch", low=1)
+    seed: int = seed_knob("the released givens and the reader's initialisation")
+
+
+@dataclass(frozen=True)
 class Proofread:
     epochs: int = knob(2, "epochs of the proofreader (SATNet frozen)",
                        low=1)
@@ -237,6 +251,7 @@ class Params:
     satnet: Satnet = section(Satnet, "the SATNet layer of every stage")
     ground: Ground = section(Ground, "stage ground: the self-grounding phase (Symbol Grounding Loss)")
     train: Train = section(Train, "stage train: grounded classifier + SATNet, end to end")
+    reread: Reread = section(Reread, "stage reread: SATNet re-reads the training givens; a new reader")
     proofread: Proofread = section(Proofread, "stage proofread")
     evaluate: Evaluate = section(Evaluate, "stage evaluate")
     baseline_visual: BaselineVisual = section(BaselineVisual, "stages baseline_grounded, baseline_ungrounded")

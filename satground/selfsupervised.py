@@ -32,74 +32,10 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
+from .digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnn
 from .manifold import cluster_members
 from .metrics import best_matching
-
-
-def deskew(images: torch.Tensor) -> torch.Tensor:
-    """uint8 or float images (N, 28, 28) -> float (N, 1, 28, 28) in [0, 1], slant removed and
-    centred on the centre of mass (bilinear resampling, zeros outside)."""
-    x = images.float()
-    if images.dtype == torch.uint8:
-        x = x / 255.0
-    n, h, w = x.shape
-    rows = torch.arange(h, dtype=torch.float32).view(1, h, 1)
-    cols = torch.arange(w, dtype=torch.float32).view(1, 1, w)
-    mass = x.sum(dim=(1, 2)).clamp_min(1e-8)
-    mr = (x * rows).sum(dim=(1, 2)) / mass
-    mc = (x * cols).sum(dim=(1, 2)) / mass
-    var_r = (x * (rows - mr.view(-1, 1, 1)) ** 2).sum(dim=(1, 2)) / mass
-    cov = (x * (rows - mr.view(-1, 1, 1)) * (cols - mc.view(-1, 1, 1))).sum(dim=(1, 2)) / mass
-    alpha = cov / var_r.clamp_min(1e-8)
-    # grid_sample coordinates (align_corners=True): pixel i sits at (i - c) / c, c = (size-1)/2.
-    # Input column = output column + alpha * (output row - centre) + column shift, so the shear
-    # straightens the slant and the shifts move the centre of mass to the image centre.
-    cr, cc = (h - 1) / 2, (w - 1) / 2
-    theta = torch.zeros(n, 2, 3)
-    theta[:, 0, 0] = 1.0
-    theta[:, 0, 1] = alpha * cr / cc
-    theta[:, 0, 2] = (mc - cc) / cc
-    theta[:, 1, 1] = 1.0
-    theta[:, 1, 2] = (mr - cr) / cr
-    grid = F.affine_grid(theta, (n, 1, h, w), align_corners=True)
-    return F.grid_sample(x.unsqueeze(1), grid, mode="bilinear", padding_mode="zeros",
-                         align_corners=True)
-
-
-def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale: float,
-            shift: float) -> torch.Tensor:
-    """Random affine copies of x (B, 1, 28, 28): rotation in +-`rotation` degrees, zoom in
-    1 +- `scale`, shift in +-`shift` pixels, drawn from `generator` (repeatable)."""
-    b, _, h, _ = x.shape
-    angle = (torch.rand(b, generator=generator) * 2 - 1) * math.radians(rotation)
-    zoom = 1 + (torch.rand(b, generator=generator) * 2 - 1) * scale
-    move = (torch.rand(b, 2, generator=generator) * 2 - 1) * shift / (h / 2)
-    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
-    theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
-                         torch.stack([sin, cos, move[:, 1]], 1)], 1)
-    grid = F.affine_grid(theta, x.shape, align_corners=False)
-    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
-
-
-class DigitCNN(nn.Module):
-    """Three conv blocks (width, 2 width, 2 width channels; 28 -> 14 -> 7 -> 3) and two linear
-    layers: small enough to train in seconds per epoch on one CPU thread."""
-
-    def __init__(self, n_classes: int, width: int = 32, feature_dim: int = 128):
-        super().__init__()
-        w2 = 2 * width
-        self.body = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(width, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(w2, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(w2 * 9, feature_dim), nn.BatchNorm1d(feature_dim), nn.ReLU())
-        self.head = nn.Linear(feature_dim, n_classes)
-
-    def forward(self, x):
-        return self.head(self.body(x))
 
 
 def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,
@@ -109,12 +45,14 @@ def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_componen
     from sklearn.decomposition import PCA
     from sklearn.mixture import GaussianMixture
 
+    threads = torch.get_num_threads()
     feats = PCA(n_components=min(n_components, *pixels.shape), svd_solver="full").fit_transform(pixels)
     with warnings.catch_warnings():  # "n_jobs overridden by random_state": wanted (repeatable)
         warnings.simplefilter("ignore", UserWarning)
         emb = umap.UMAP(n_neighbors=n_neighbors, n_components=umap_dim, min_dist=0.0,
                         random_state=seed).fit_transform(feats)
     mixture = GaussianMixture(n_clusters, n_init=mixture_restarts, random_state=seed).fit(emb)
+    torch.set_num_threads(threads)  # numba's OpenMP start resets torch's: keep the CNNs repeatable
     return mixture.predict(emb)
 
 
@@ -163,13 +101,13 @@ class SelfLabelClusterer:
         # `confidence`: the ensemble's labels are cleaner than the embedding's.
         for rnd in range(rounds):
             if rnd > 0:
-                probs = cls._mean_softmax(nets, x, n_clusters)
+                probs = mean_softmax(nets, x, n_clusters)
                 conf, target = probs.max(dim=1)
                 train_idx = torch.nonzero(conf >= confidence).squeeze(1)
                 if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
                     train_idx = torch.arange(len(x))
-            nets = [cls._train_net(x, target, train_idx, n_clusters, seed * 1000 + 100 * (rnd + 1) + m,
-                                   epochs, batch_size, lr, rotation, scale, shift, width, feature_dim)
+            nets = [train_digit_cnn(x, target, train_idx, n_clusters, seed * 1000 + 100 * (rnd + 1) + m,
+                                    epochs, batch_size, lr, rotation, scale, shift, width, feature_dim)
                     for m in range(n_nets)]
         config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": umap_runs,
                   "min_agreement": min_agreement, "n_components": n_components,
@@ -195,42 +133,9 @@ class SelfLabelClusterer:
     def n_clusters(self) -> int:
         return self.config["n_clusters"]
 
-    @staticmethod
-    def _train_net(x, target, train_idx, n_clusters, seed, epochs, batch_size, lr, rotation,
-                   scale, shift, width, feature_dim) -> DigitCNN:
-        """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]."""
-        torch.manual_seed(seed)
-        gen = torch.Generator().manual_seed(seed + 1)
-        net = DigitCNN(n_clusters, width, feature_dim)
-        opt = torch.optim.Adam(net.parameters(), lr=lr)
-        net.train()
-        for _ in range(epochs):
-            order = train_idx[torch.randperm(len(train_idx), generator=gen)]
-            for i in range(0, len(order), batch_size):
-                batch = order[i:i + batch_size]
-                if len(batch) < 2:  # batch norm needs two samples
-                    continue
-                loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift)),
-                                       target[batch])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        net.eval()
-        return net
-
-    @staticmethod
-    @torch.no_grad()
-    def _mean_softmax(nets, x: torch.Tensor, n_clusters: int) -> torch.Tensor:
-        total = torch.zeros(len(x), n_clusters)
-        for net in nets:
-            net.eval()
-            for i in range(0, len(x), 1024):
-                total[i:i + 1024] += F.softmax(net(x[i:i + 1024]), dim=1)
-        return total / max(len(nets), 1)
-
     def probabilities(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (N, 28, 28) -> (N, K) mean softmax of the nets."""
-        return self._mean_softmax(self.nets, deskew(images), self.config["n_clusters"])
+        return mean_softmax(self.nets, deskew(images), self.config["n_clusters"])
 
     def assign(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (N, 28, 28) -> cluster (N,) int64."""

@@ -115,6 +115,17 @@ def summary(root: Path, run: dict) -> str:
         f"{'right' if phase['argmax_correct'] else 'wrong'}) |",
         "",
     ]
+    if (metrics / "reread" / "info.json").is_file():  # runs before the re-read stage have none
+        reread = info("reread")
+        lines += ["## Re-reading after training", "", "| step | figure |", "|---|---|",
+                  f"| classifier after end-to-end training | {pct(reread['classifier_test_accuracy'])} % "
+                  "test images |"]
+        if reread["reader"] != "none":
+            lines += [f"| SATNet's votes on released training givens | {pct(reread['pseudo_label_accuracy'])} % "
+                      f"of training images right ({reread['votes_per_image']:.1f} votes each) |",
+                      f"| new reader (`{reread['reader']}`) | {pct(reread['reader_test_accuracy'])} % "
+                      "test images |"]
+        lines.append("")
     injection = metrics / "error_injection.md"
     if injection.exists():
         lines += ["## Error injection (non-visual test boards)", "", injection.read_text().strip(), ""]

@@ -1,5 +1,6 @@
-"""Evaluation on the test boards: our model with and without proofreader, the self-grounded phase,
-and the results table (paper Tables 1 and 3) with the baselines' rows.
+"""Evaluation on the test boards: our model as trained, re-read (unless `reread.reader` is none)
+and with proofreader, the self-grounded phase, and the results table (paper Tables 1 and 3) with
+the baselines' rows.
 
 The only stage of our method that reads the test solution and the evaluation truth: board
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
@@ -57,7 +58,7 @@ def results_table(rows: dict) -> pd.DataFrame:
 
 def main(argv=None):
     args = stage_arguments(
-        __doc__, ["prepared", "ground", "permutation", "solver", "solver-proofread",
+        __doc__, ["prepared", "ground", "permutation", "solver", "solver-reread", "solver-proofread",
                   "baseline-grounded", "baseline-ungrounded", "baseline-nonvisual",  # their metrics folders
                   "table-out", "csv-out", "metrics-out"], argv,
         extra=lambda p: p.add_argument("--skip-baselines", action="store_true",
@@ -73,7 +74,8 @@ def main(argv=None):
     truth = load_truth(args.prepared, "test", test)
     K = test.n_digits
     solvers = {name: load_solver(path, boards=test, kind="visual") for name, path in
-               (("no_proofreader", args.solver), ("proofreader", args.solver_proofread),
+               (("no_proofreader", args.solver), ("reread", args.solver_reread),
+                ("proofreader", args.solver_proofread),
                 ("ground", args.ground))}
     saved_perm = load_permutation(args.permutation, K)
     perm, output_perm = saved_perm["permutation"], saved_perm["output_permutation"]
@@ -84,8 +86,9 @@ def main(argv=None):
             baselines[name] = load_scores(path)
     report = StageReport(args.metrics_out)
 
+    reread = params.reread.reader != "none"
     ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
-            for name in ("no_proofreader", "proofreader")}
+            for name in ("no_proofreader", "reread", "proofreader") if reread or name != "reread"}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
     ground_model = solvers["ground"].to(device)
     ground = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
@@ -112,7 +115,10 @@ def main(argv=None):
         for key, value in baselines.get(view, {}).items():
             rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
     rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
-    rows[("Ours", "ungrounded", "yes")] = ours["proofreader"]
+    final = "Ours + re-read" if reread else "Ours"  # the proofreader sits on the final reader
+    if reread:
+        rows[(final, "ungrounded", "no")] = ours["reread"]
+    rows[(final, "ungrounded", "yes")] = ours["proofreader"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     frame = results_table(rows)
@@ -121,14 +127,20 @@ def main(argv=None):
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
     plain, proofread = ours["no_proofreader"], ours["proofreader"]
+    reread_scores = ours.get("reread", {})
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
                    "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
-                   "visual": plain["visual_accuracy"], "boards_pr": proofread["board_accuracy"],
+                   "visual": plain["visual_accuracy"],
+                   "boards_reread": reread_scores.get("board_accuracy"),
+                   "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
+                   "visual_reread": reread_scores.get("visual_accuracy"),
+                   "boards_pr": proofread["board_accuracy"],
                    "perm_right": grounding["permutation_correct"]},
                   info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
-          f"{100 * proofread['board_accuracy']:.1f} % with proofreader; permutation "
+          + (f"{100 * reread_scores['board_accuracy']:.1f} % re-read, " if reread else "")
+          + f"{100 * proofread['board_accuracy']:.1f} % with proofreader; permutation "
           f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")
 
 

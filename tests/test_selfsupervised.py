@@ -8,7 +8,8 @@ import torch
 
 from satground.metrics import clustering_accuracy
 from satground.mnist import load_digits
-from satground.selfsupervised import SelfLabelClusterer, deskew
+from satground.digitcnn import deskew
+from satground.selfsupervised import SelfLabelClusterer
 
 # Small and fast: one embedding, one net, five epochs, one round. Batches of 16 give the net
 # 75 optimiser steps: with 40 or fewer its batch-norm running statistics, which `assign`

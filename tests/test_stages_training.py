@@ -87,6 +87,7 @@ PARAMS = {
                "assignment": "hungarian", "align_inputs": True},
     "train": {"epochs": 1, "batch_size": 16, "classifier_lr": 1e-5,
               "init_from_ground": True},
+    "reread": {"reader": "cnn", "release": 0.3, "passes": 1, "epochs": 2, "nets": 2, "batch_size": 16},
     "proofread": {"epochs": 1, "batch_size": 16, "lr": 2e-3},
     "evaluate": {"batch_size": 16},
     "baseline_visual": {"epochs": 1, "batch_size": 16, "classifier_lr": 1e-5,
@@ -111,7 +112,7 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ungrounded_run(workdir):
-    """Run ground, train and proofread on a copy of the prepared folder without the grounded
+    """Run ground, train, reread and proofread on a copy of the prepared folder without the grounded
     and truth files, recording every file opened."""
     blind = workdir / "blind"
     blind.mkdir()
@@ -134,6 +135,7 @@ def ungrounded_run(workdir):
     try:
         stage("ground").main(declared("ground", prepared=blind))
         stage("train").main(declared("train", prepared=blind))
+        stage("reread").main(declared("reread", prepared=blind))
         stage("proofread").main(declared("proofread", prepared=blind))
     finally:
         mp.undo()
@@ -150,6 +152,7 @@ def test_ungrounded_path_never_reads_input_labels(workdir, ungrounded_run):
         assert (boards.labels[boards.is_input] == 0).all()
     for path in ("models/ground.pt", "models/permutation.json", "plots/permutation.png",
                  "metrics/ground/metrics.json", "models/solver.pt", "metrics/train/metrics.json",
+                 "models/solver_reread.pt", "metrics/reread/info.json",
                  "models/solver_proofread.pt", "metrics/proofread/metrics.json"):
         assert (workdir / path).is_file(), path
     # evaluation is the stage that needs the truth: without it, a one-line error naming the file
@@ -311,10 +314,10 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
 
     headline = read(workdir / "metrics/evaluate/metrics.json")
     assert set(headline) == {"boards", "blank_boards", "valid_grids", "cells", "visual", "boards_pr",
-                             "perm_right"}
+                             "boards_reread", "blank_boards_reread", "visual_reread", "perm_right"}
     ours = read(workdir / "metrics/evaluate/scores.json")
     assert headline["boards"] == round(ours["no_proofreader"]["board_accuracy"], 4)
-    for variant in ("no_proofreader", "proofreader"):
+    for variant in ("no_proofreader", "reread", "proofreader"):
         scores = ours[variant]
         assert {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"} <= set(scores)
         assert scores["board_accuracy"] <= scores["valid_grid_rate"] + 1e-9  # exact match is stricter
@@ -327,7 +330,7 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         == ground["true_permutation"])
 
     table = (workdir / "metrics/results.csv").read_text().splitlines()
-    assert len(table) == 1 + 8  # header + 2 grounded + 2 ungrounded baselines + 2 ours + 2 non-visual
+    assert len(table) == 1 + 9  # header + 2 grounded + 2 ungrounded baselines + 3 ours + 2 non-visual
     assert "Ours,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
     assert (workdir / "metrics/results.md").read_text().startswith("| model")
 

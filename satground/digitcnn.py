@@ -1,0 +1,137 @@
+"""The small digit CNN shared by the image-only clusterer and the re-read stage's reader.
+
+deskew (slant and position removed), augment (random affine copies), DigitCNN (three conv
+blocks), train_digit_cnn (one net on labelled images under augmentation), and DigitReader: an
+ensemble of DigitCNNs behind deskew, a drop-in for LeNet as the visual solver's classifier.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def deskew(images: torch.Tensor) -> torch.Tensor:
+    """uint8 or float images (N, 28, 28) -> float (N, 1, 28, 28) in [0, 1], slant removed and
+    centred on the centre of mass (bilinear resampling, zeros outside)."""
+    x = images.float()
+    if images.dtype == torch.uint8:
+        x = x / 255.0
+    n, h, w = x.shape
+    rows = torch.arange(h, dtype=torch.float32).view(1, h, 1)
+    cols = torch.arange(w, dtype=torch.float32).view(1, 1, w)
+    mass = x.sum(dim=(1, 2)).clamp_min(1e-8)
+    mr = (x * rows).sum(dim=(1, 2)) / mass
+    mc = (x * cols).sum(dim=(1, 2)) / mass
+    var_r = (x * (rows - mr.view(-1, 1, 1)) ** 2).sum(dim=(1, 2)) / mass
+    cov = (x * (rows - mr.view(-1, 1, 1)) * (cols - mc.view(-1, 1, 1))).sum(dim=(1, 2)) / mass
+    alpha = cov / var_r.clamp_min(1e-8)
+    # grid_sample coordinates (align_corners=True): pixel i sits at (i - c) / c, c = (size-1)/2.
+    # Input column = output column + alpha * (output row - centre) + column shift, so the shear
+    # straightens the slant and the shifts move the centre of mass to the image centre.
+    cr, cc = (h - 1) / 2, (w - 1) / 2
+    theta = torch.zeros(n, 2, 3)
+    theta[:, 0, 0] = 1.0
+    theta[:, 0, 1] = alpha * cr / cc
+    theta[:, 0, 2] = (mc - cc) / cc
+    theta[:, 1, 1] = 1.0
+    theta[:, 1, 2] = (mr - cr) / cr
+    grid = F.affine_grid(theta, (n, 1, h, w), align_corners=True)
+    return F.grid_sample(x.unsqueeze(1), grid, mode="bilinear", padding_mode="zeros",
+                         align_corners=True)
+
+
+def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale: float,
+            shift: float) -> torch.Tensor:
+    """Random affine copies of x (B, 1, 28, 28): rotation in +-`rotation` degrees, zoom in
+    1 +- `scale`, shift in +-`shift` pixels, drawn from `generator` (repeatable)."""
+    b, _, h, _ = x.shape
+    angle = (torch.rand(b, generator=generator) * 2 - 1) * math.radians(rotation)
+    zoom = 1 + (torch.rand(b, generator=generator) * 2 - 1) * scale
+    move = (torch.rand(b, 2, generator=generator) * 2 - 1) * shift / (h / 2)
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
+                         torch.stack([sin, cos, move[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, x.shape, align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+
+
+class DigitCNN(nn.Module):
+    """Three conv blocks (width, 2 width, 2 width channels; 28 -> 14 -> 7 -> 3) and two linear
+    layers: small enough to train in seconds per epoch on one CPU thread."""
+
+    def __init__(self, n_classes: int, width: int = 32, feature_dim: int = 128):
+        super().__init__()
+        w2 = 2 * width
+        self.body = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(w2, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(w2 * 9, feature_dim), nn.BatchNorm1d(feature_dim), nn.ReLU())
+        self.head = nn.Linear(feature_dim, n_classes)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tensor, n_classes: int,
+                    seed: int, epochs: int, batch_size: int = 128, lr: float = 1e-3,
+                    rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
+                    width: int = 32, feature_dim: int = 128) -> DigitCNN:
+    """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]
+    (deskewed float images (N, 1, 28, 28)); returned in eval mode."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    net = DigitCNN(n_classes, width, feature_dim)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    net.train()
+    for _ in range(epochs):
+        order = train_idx[torch.randperm(len(train_idx), generator=gen)]
+        for i in range(0, len(order), batch_size):
+            batch = order[i:i + batch_size]
+            if len(batch) < 2:  # batch norm needs two samples
+                continue
+            loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift)),
+                                   target[batch])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    return net
+
+
+@torch.no_grad()
+def mean_softmax(nets, x: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """(N, K) average of the nets' softmax on deskewed images x (N, 1, 28, 28), in eval mode."""
+    total = torch.zeros(len(x), n_classes)
+    for net in nets:
+        net.eval()
+        for i in range(0, len(x), 1024):
+            total[i:i + 1024] += F.softmax(net(x[i:i + 1024]), dim=1)
+    return total / max(len(nets), 1)
+
+
+class DigitReader(nn.Module):
+    """An ensemble of DigitCNNs reading raw images: deskew, mean softmax of the nets. forward
+    returns the log of that mean, so a softmax of it (what VisualSolver applies) gives it back.
+    It is trained net by net (train_digit_cnn) and then frozen: its batch norms stay in eval mode
+    under `.train()`, so a later stage that trains around it (the proofreader) cannot move them."""
+
+    def __init__(self, n_classes: int, n_nets: int = 3, width: int = 32, feature_dim: int = 128):
+        super().__init__()
+        self.n_classes = n_classes
+        self.config = {"n_nets": n_nets, "width": width, "feature_dim": feature_dim}
+        self.nets = nn.ModuleList(DigitCNN(n_classes, width, feature_dim) for _ in range(n_nets))
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.nets.eval()
+        return self
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
+        x = deskew(images if images.dim() == 3 else images[:, 0])
+        probs = torch.stack([F.softmax(net(x), dim=1) for net in self.nets]).mean(0)
+        return probs.clamp_min(1e-12).log()

@@ -1,0 +1,62 @@
+"""Stage `reread` (ours): SATNet re-reads the training givens, and a new reader learns them.
+
+See satground.reread. The trained solver's SATNet infers released givens of the training boards;
+their votes and the classifier's reading give each training image a pseudo-label; a new reader
+(`reread.reader`) trained on them replaces the classifier in front of the unchanged SATNet.
+`reread.reader: none` keeps train's solver as it is (the paper). True digits ({split}_truth.pt,
+"image_labels") are read only to report the accuracy of the readings and pseudo-labels.
+"""
+from __future__ import annotations
+
+import torch
+
+from satground.data import given_image_indices, load_boards, load_image_labels
+from satground.io import save_all, seed_everything
+from satground.lenet import predict as classify
+from satground.models import VisualSolver, checkpoint, load_solver
+from satground.params import load_params
+from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.stage import run_stage, stage_arguments
+from satground.tracking import StageReport
+
+
+def accuracy(pred: torch.Tensor, labels) -> float | None:
+    return None if labels is None else (pred == labels).float().mean().item()
+
+
+def main(argv=None):
+    args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out"], argv)
+
+    cfg = load_params(args.params).reread
+    train = load_boards(args.prepared, "train")  # ungrounded views only
+    test = load_boards(args.prepared, "test", like=train)
+    model = load_solver(args.model, boards=train, kind="visual")
+    train_pool, test_pool = given_image_indices(train), given_image_indices(test)
+    train_truth = load_image_labels(args.prepared, "train", train_pool)  # reporting only
+    test_truth = load_image_labels(args.prepared, "test", test_pool)
+
+    info = {"reader": cfg.reader,
+            "classifier_test_accuracy": accuracy(classify(model.classifier, test.images[test_pool]), test_truth)}
+    if cfg.reader != "none":
+        generator = seed_everything(cfg.seed)
+        votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
+                                              generator)
+        labels = pseudo_labels(votes, reading)[train_pool]
+        reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
+                              cfg.epochs, cfg.nets, cfg.seed)
+        model = VisualSolver(reader, model.solver)
+        info.update({
+            "votes_per_image": counts[train_pool].mean().item(),
+            "classifier_train_accuracy": accuracy(reading[train_pool].argmax(1), train_truth),
+            "vote_accuracy": accuracy(votes[train_pool].argmax(1), train_truth),
+            "pseudo_label_accuracy": accuracy(labels, train_truth),
+        })
+    info["reader_test_accuracy"] = accuracy(classify(model.classifier, test.images[test_pool]), test_truth)
+    save_all({args.model_out: checkpoint(model)})
+    StageReport(args.metrics_out).finish({"reader_acc": info["reader_test_accuracy"]}, info)
+    print(f"reread ({cfg.reader}): test images read right {info['classifier_test_accuracy']} -> "
+          f"{info['reader_test_accuracy']} -> {args.model_out}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,101 @@
+"""The re-read step: SATNet's votes reach exactly the released givens, hide them from SATNet,
+and correct a misreading classifier; the new reader survives a solver checkpoint."""
+import numpy as np
+import torch
+from torch import nn
+
+from satground.data import build_visual_boards, onehot
+from satground.digitcnn import DigitReader
+from satground.lenet import LeNet
+from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.sudoku import generate_puzzles
+
+K = 4
+torch.set_num_threads(1)
+
+
+class IndexReader(nn.Module):
+    """A classifier that reads image i (pixel (0, 0) holds i) as `logits[i]`."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, images):
+        index = images.reshape(len(images), -1)[:, 0]
+        if index.dtype != torch.uint8:  # image_batch scaled it to [0, 1]
+            index = (index * 255).round()
+        return self.logits[index.long()]
+
+
+class OracleSolver(SymbolicSolver):
+    """Answers every blank cell with the board's true digit and records what it was shown."""
+
+    def __init__(self, solutions):
+        super().__init__(2, m=4, aux=0)
+        self.truth, self.shown = onehot(torch.as_tensor(solutions).reshape(len(solutions), -1), K), []
+
+    def forward(self, z_in, is_input):  # one batch holds every board
+        self.shown.append((z_in.clone(), is_input.clone()))
+        return torch.where(is_input.repeat_interleave(K, 1), z_in, self.truth)
+
+
+def boards_with_index_images(n_boards=30):
+    puzzles, solutions = generate_puzzles(n_boards, 2, seed=3)
+    digits = np.repeat(np.arange(1, K + 1), 10).astype(np.uint8)
+    images = np.zeros((len(digits), 28, 28), np.uint8)
+    images[:, 0, 0] = np.arange(len(digits))
+    boards = build_visual_boards(puzzles, solutions, images, digits, 2, seed=1)
+    return boards, torch.from_numpy(digits).long() - 1, solutions
+
+
+def test_votes_correct_a_misreading_classifier_from_released_givens_only():
+    boards, digits, solutions = boards_with_index_images()
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)  # every fifth image read as the next digit
+    logits[misread] = 4.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
+    solver = OracleSolver(solutions)
+    model = VisualSolver(IndexReader(logits), solver)
+
+    votes, counts, reading = satnet_votes(model, boards, release=0.5, passes=3, batch_size=len(boards),
+                                          generator=torch.Generator().manual_seed(0))
+    # SATNet saw each released given as a blank: zero input there, and not marked as input
+    for z_in, seen in solver.shown:
+        assert (z_in.reshape(len(z_in), -1, K)[~seen] == 0).all()
+    assert len(solver.shown) == 3
+    assert int(counts.sum()) == sum(int((boards.is_input & ~seen).sum()) for _, seen in solver.shown)
+    used = counts > 0
+    assert used.sum() >= len(digits) - 2
+    assert (reading.argmax(1)[misread] != digits[misread]).all()
+    fixed = pseudo_labels(votes, reading)
+    assert (fixed[used] == digits[used]).all()  # the votes outweigh the classifier's misreading
+
+
+def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_file(tmp_path):
+    rng = np.random.default_rng(0)
+    digits = np.repeat(np.arange(K), 48)
+    images = rng.integers(0, 30, size=(len(digits), 28, 28)).astype(np.uint8)
+    shapes = np.zeros((K, 28, 28), np.uint8)  # shapes deskewing cannot merge: -, |, box, +
+    shapes[0, 12:16, 4:24] = shapes[1, 4:24, 12:16] = 255
+    shapes[2, 6:22, 6:22] = 255
+    shapes[2, 10:18, 10:18] = 0
+    shapes[3, 12:16, 4:24] = shapes[3, 4:24, 12:16] = 255
+    for i, d in enumerate(digits):
+        images[i] = np.maximum(images[i], shapes[d])
+    images, labels = torch.from_numpy(images), torch.from_numpy(digits).long()
+    for kind in ("cnn", "lenet"):
+        reader = train_reader(kind, images, labels, K, epochs=20, nets=2, seed=0)
+        assert (reader(images).argmax(1) == labels).float().mean() >= 0.95, kind
+    model = VisualSolver(reader if isinstance(reader, DigitReader) else
+                         train_reader("cnn", images, labels, K, 8, 2, 0), SymbolicSolver(2, 8, 2))
+    path = tmp_path / "solver.pt"
+    torch.save(checkpoint(model), path)
+    again = load_solver(path, kind="visual")
+    assert isinstance(again.classifier, DigitReader) and len(again.classifier.nets) == 2
+    again.train()  # frozen: batch norms keep their running statistics even in training mode
+    with torch.no_grad():
+        assert torch.allclose(again.classifier(images[:8]), model.classifier(images[:8]), atol=1e-6)
+    # the paper's LeNet still loads as before
+    torch.save(checkpoint(VisualSolver(LeNet(K), SymbolicSolver(2, 8, 2))), path)
+    assert isinstance(load_solver(path, kind="visual").classifier, LeNet)
