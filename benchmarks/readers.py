@@ -1,0 +1,102 @@
+"""Which reader after end-to-end training (issue 25; the `reread` stage)? One finished run.
+
+    python benchmarks/readers.py --run-dir /path/to/finished/run --out results/readers/runs.jsonl
+    python benchmarks/readers.py --table results/readers/runs.jsonl
+
+Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, params.yaml's `reread`
+section) and trains readers on the training boards' given images with three sources of labels:
+
+    own      the trained classifier's own arg max (self-training)
+    reread   SATNet's votes on released givens plus that reading (satground.reread, the stage's)
+    truth    the true digits: a supervised ceiling, read for this report only
+
+and two readers (satground.reread.train_reader: `lenet`, a fresh LeNet; `cnn`, the DigitCNN
+ensemble), plus the classifier as trained. Per row: label accuracy on the training images,
+reader accuracy on the test images, and the test boards with that reader in front of the run's
+SATNet (exact, every blank right); CPU seconds of the reader's training.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from satground.data import given_image_indices, load_boards, load_image_labels  # noqa: E402
+from satground.io import seed_everything  # noqa: E402
+from satground.lenet import predict as classify  # noqa: E402
+from satground.models import VisualSolver, load_solver  # noqa: E402
+from satground.params import load_params  # noqa: E402
+from satground.reread import pseudo_labels, satnet_votes, train_reader  # noqa: E402
+from satground.training import solution_scores  # noqa: E402
+
+
+def run(run_dir: Path, out: Path) -> None:
+    torch.set_num_threads(1)
+    cfg = load_params(run_dir / "params.yaml").reread
+    prepared = run_dir / "data" / "prepared"
+    train, test = load_boards(prepared, "train"), load_boards(prepared, "test")
+    solution = load_boards(prepared, "test", view="grounded").labels
+    model = load_solver(run_dir / "models" / "solver.pt", boards=train, kind="visual")
+    pool, test_pool = given_image_indices(train), given_image_indices(test)
+    truth = load_image_labels(prepared, "train", pool)
+    test_truth = load_image_labels(prepared, "test", test_pool)
+
+    votes, _, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
+                                     seed_everything(cfg.seed))
+    labels = {"own": reading[pool].argmax(1), "reread": pseudo_labels(votes, reading)[pool], "truth": truth}
+    candidates = [("as trained", "-", lambda: model.classifier)]
+    candidates += [(source, kind, lambda s=source, k=kind: train_reader(
+        k, train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed))
+        for source in labels for kind in ("lenet", "cnn")]
+    for source, kind, make in candidates:
+        start = time.process_time()
+        reader = make()
+        seconds = time.process_time() - start
+        seed_everything(0)  # SATNet's start vectors, as evaluate seeds them
+        scores = solution_scores(VisualSolver(reader, model.solver), test, solution, 100,
+                                 torch.device("cpu"))
+        row = {"run": str(run_dir), "labels": source, "reader": kind,
+               "label_accuracy": None if source == "as trained" else
+               (labels[source] == truth).float().mean().item(),
+               "test_accuracy": (classify(reader, test.images[test_pool]) == test_truth).float().mean().item(),
+               "boards": scores["board_accuracy"], "blank_boards": scores["blank_board_accuracy"],
+               "cpu_seconds": round(seconds, 1)}
+        print(json.dumps(row), flush=True)
+        with open(out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| labels | reader | training labels right % | test images read right % | "
+             "boards exact % | every blank right % | CPU s |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        label = "n/a" if r["label_accuracy"] is None else f"{100 * r['label_accuracy']:.2f}"
+        lines.append(f"| {r['labels']} | {r['reader']} | {label} | {100 * r['test_accuracy']:.2f} | "
+                     f"{100 * r['boards']:.1f} | {100 * r['blank_boards']:.1f} | {r['cpu_seconds']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", type=Path, help="a finished dvc repro workspace")
+    parser.add_argument("--out", type=Path, help="JSON lines file to append rows to")
+    parser.add_argument("--table", type=Path, help="print the markdown table of a rows file")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+    elif args.run_dir and args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        run(args.run_dir, args.out)
+    else:
+        parser.error("give --run-dir and --out, or --table")
+
+
+if __name__ == "__main__":
+    main()
