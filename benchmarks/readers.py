@@ -36,7 +36,7 @@ from satground.reread import pseudo_labels, satnet_votes, train_reader  # noqa: 
 from satground.training import solution_scores  # noqa: E402
 
 
-def run(run_dir: Path, out: Path) -> None:
+def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     cfg = load_params(run_dir / "params.yaml").reread
     prepared = run_dir / "data" / "prepared"
@@ -55,6 +55,8 @@ def run(run_dir: Path, out: Path) -> None:
         k, train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed))
         for source in labels for kind in ("lenet", "cnn")]
     for source, kind, make in candidates:
+        if only and f"{source}:{kind}" not in only:
+            continue
         start = time.process_time()
         reader = make()
         seconds = time.process_time() - start
@@ -87,13 +89,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, help="a finished dvc repro workspace")
     parser.add_argument("--out", type=Path, help="JSON lines file to append rows to")
+    parser.add_argument("--only", nargs="+", metavar="LABELS:READER",
+                        help="these rows only, e.g. reread:cnn (the stage's) or 'as trained:-'")
     parser.add_argument("--table", type=Path, help="print the markdown table of a rows file")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
     elif args.run_dir and args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        run(args.run_dir, args.out)
+        run(args.run_dir, args.out, args.only)
     else:
         parser.error("give --run-dir and --out, or --table")
 

@@ -331,7 +331,7 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
 
     table = (workdir / "metrics/results.csv").read_text().splitlines()
     assert len(table) == 1 + 9  # header + 2 grounded + 2 ungrounded baselines + 3 ours + 2 non-visual
-    assert "Ours,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
+    assert "Ours + re-read,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
     assert (workdir / "metrics/results.md").read_text().startswith("| model")
 
     assert set(read(workdir / "metrics/nonvisual/metrics.json")) == {"nonvisual_boards"}
