@@ -201,7 +201,7 @@ class Reread:
                        "(ours)", choices=("none", "cnn", "lenet"))
     release: float = knob(0.1, "share of each training board's givens SATNet infers per pass",
                           low=0.0, high=1.0)
-    passes: int = knob(2, "passes over the training boards, each releasing other givens", low=1)
+    passes: int = knob(10, "passes over the training boards, each releasing other givens", low=1)
     epochs: int = knob(20, "the reader's training epochs", low=1)
     nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
