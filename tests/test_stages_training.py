@@ -305,6 +305,26 @@ def test_the_rule_free_profile_never_calls_the_peer_structure_code(workdir, tmp_
     assert peer_spy
 
 
+def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, ungrounded_run, tmp_path):
+    """The stage's reader is a DigitReader in front of train's SATNet, unchanged; reread.reader:
+    none (the paper) writes train's solver as it is."""
+    from satground.digitcnn import DigitReader
+    from satground.models import load_solver
+    trained = load_solver(workdir / "models/solver.pt")
+    reread = load_solver(workdir / "models/solver_reread.pt")
+    assert isinstance(reread.classifier, DigitReader) and len(reread.classifier.nets) == 2
+    for name, value in trained.solver.state_dict().items():
+        assert torch.equal(value, reread.solver.state_dict()[name]), name
+    (tmp_path / "none.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {"reader": "none"}}))
+    stage("reread").main(declared("reread", params=tmp_path / "none.yaml", model_out=tmp_path / "kept.pt",
+                                  metrics_out=tmp_path / "m"))
+    kept = load_solver(tmp_path / "kept.pt")
+    assert isinstance(kept.classifier, LeNet)
+    for before, after in ((trained.classifier, kept.classifier), (trained.solver, kept.solver)):
+        for name, value in before.state_dict().items():
+            assert torch.equal(value, after.state_dict()[name]), name
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))
