@@ -34,6 +34,7 @@ def main(argv=None):
     train_pool, test_pool = given_image_indices(train), given_image_indices(test)
     train_truth = load_image_labels(args.prepared, "train", train_pool)  # reporting only
     test_truth = load_image_labels(args.prepared, "test", test_pool)
+    report = StageReport(args.metrics_out)  # after every input is read: its clock starts here
 
     info = {"reader": cfg.reader,
             "classifier_test_accuracy": accuracy(classify(model.classifier, test.images[test_pool]), test_truth)}
@@ -53,7 +54,7 @@ def main(argv=None):
         })
     info["reader_test_accuracy"] = accuracy(classify(model.classifier, test.images[test_pool]), test_truth)
     save_all({args.model_out: checkpoint(model)})
-    StageReport(args.metrics_out).finish({"reader_acc": info["reader_test_accuracy"]}, info)
+    report.finish({"reader_acc": info["reader_test_accuracy"]}, info)
     print(f"reread ({cfg.reader}): test images read right {info['classifier_test_accuracy']} -> "
           f"{info['reader_test_accuracy']} -> {args.model_out}")
 

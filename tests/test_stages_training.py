@@ -396,6 +396,14 @@ def test_parameter_and_input_errors_are_one_line_and_named(workdir, tmp_path):
         stage("train").main(declared("train", permutation=tmp_path / "perm.json"))
     with pytest.raises(PipelineError, match="nothing.pt"):
         stage("proofread").main(declared("proofread", model=tmp_path / "nothing.pt"))
+    with pytest.raises(PipelineError, match="nothing.pt"):
+        stage("reread").main(declared("reread", model=tmp_path / "nothing.pt",
+                                      metrics_out=tmp_path / "m_reread"))
+    assert not (tmp_path / "m_reread").exists()  # nothing half-written
+    bad = dict(PARAMS, reread={"reader": "resnet"})
+    (tmp_path / "bad_reader.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(PipelineError, match="reread.reader"):
+        stage("reread").main(declared("reread", params=tmp_path / "bad_reader.yaml"))
 
 
 def test_permutation_plot_is_scaled_to_its_data_and_marks_the_hard_permutation():
