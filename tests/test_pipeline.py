@@ -11,8 +11,9 @@ import yaml
 from stage_commands import declared, script, smoke_checkout
 
 REPO = Path(__file__).resolve().parent.parent
-STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
-          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate", "curves"}
+STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
+          "baseline_grounded", "baseline_ungrounded", "nonvisual", "error_injection", "evaluate",
+          "curves"}
 
 
 def sh(args, cwd, check=True):

@@ -15,8 +15,9 @@ import pytest
 import yaml
 from stage_commands import smoke_checkout
 
-STAGES = {"prepare", "cluster", "distill", "ground", "train", "proofread", "baseline_grounded",
-          "baseline_ungrounded", "nonvisual", "error_injection", "evaluate", "curves"}
+STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
+          "baseline_grounded", "baseline_ungrounded", "nonvisual", "error_injection", "evaluate",
+          "curves"}
 EXP = "proofread-2"
 
 
