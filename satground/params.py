@@ -219,6 +219,8 @@ class Proofread:
 @dataclass(frozen=True)
 class Evaluate:
     batch_size: int = knob(100, "boards per batch", low=1)
+    check_folds: int = knob(8, "SATNet checks the test givens' readings, inferring each from the "
+                            "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
 
 
 @dataclass(frozen=True)

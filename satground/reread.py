@@ -14,6 +14,9 @@ without any input label:
    augmentation: an ensemble of small CNNs on deskewed images (`cnn`), or the paper's LeNet
    retrained from scratch (`lenet`), then put in the classifier's place in front of SATNet.
 
+At test time SATNet can also check the readings of a board's own givens (`checked`): it infers
+each given from the others, and a reading SATNet contradicts with confidence is overruled.
+
 Nothing here reads an input label or the Sudoku rules: the rules come from the trained SATNet.
 """
 from __future__ import annotations
@@ -46,10 +49,9 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
         for start in range(0, len(boards), batch_size):
             rows = slice(start, start + batch_size)
             cell_image, is_input, out = boards.cell_image[rows], boards.is_input[rows], released[rows]
+            seen = is_input & ~out  # a released given is a blank cell to SATNet: no reading of it
             z = torch.zeros(len(cell_image), C, K)
-            z[is_input] = reading[cell_image[is_input]]
-            seen = is_input & ~out
-            z[~seen] = 0  # a released given is a blank cell to SATNet: no reading of it
+            z[seen] = reading[cell_image[seen]]
             probs = model.solver(z.reshape(len(z), -1), seen)
             inferred = probs.reshape(len(z), C, K)[out].clamp(1e-4, 1.0)
             shown = cell_image[out]
@@ -91,3 +93,39 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
     finally:
         torch.set_num_threads(threads)
     raise ValueError(f"reader must be 'cnn' or 'lenet', got {kind!r}")
+
+
+@torch.no_grad()
+def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int) -> torch.Tensor:
+    """SATNet's check of a board's readings: the givens are dealt into `folds` interleaved folds;
+    per fold, SATNet sees the other givens and infers the fold's cells. A given's checked reading
+    is the product of the classifier's probabilities and SATNet's inference, renormalised (two
+    independent opinions of one digit); blanks stay 0.
+
+    solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
+    B, C = is_input.shape
+    K = z.shape[1] // C
+    readings = z.reshape(B, C, K)
+    fold = (is_input.long().cumsum(1) - 1) % folds  # rank among the board's givens, interleaved
+    log_votes = torch.zeros_like(readings)
+    for f in range(folds):
+        out = is_input & (fold == f)
+        seen = is_input & ~out
+        probs = solver((readings * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
+        inferred = probs.clamp(1e-4, 1.0)
+        log_votes += torch.where(out.unsqueeze(2), (inferred / inferred.sum(2, keepdim=True)).log(), 0.0)
+    logits = readings.clamp_min(1e-4).log() + log_votes
+    checked = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
+    return checked.reshape(B, C * K)
+
+
+class Checked(VisualSolver):
+    """A visual solver whose readings SATNet checks (`checked_readings`) before it solves the
+    board: test time only, one SATNet pass per fold more."""
+
+    def __init__(self, model: VisualSolver, folds: int):
+        super().__init__(model.classifier, model.solver)
+        self.folds = folds
+
+    def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds)

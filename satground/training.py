@@ -7,11 +7,13 @@ is exactly what that Boards holds: the ungrounded view has no input-cell labels 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
@@ -233,6 +235,25 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
         tqdm.write(f"{desc} {epoch}/{epochs}: {shown}")
     resumable.finish()
     return history[-1] if history else {}
+
+
+@contextmanager
+def readings_once(model: VisualSolver, *boards: Boards):
+    """A frozen classifier read once per pool image instead of once per batch: yields `boards`
+    with each image replaced by the classifier's log-probabilities (P, K) while `model` reads
+    them through an identity; the classifier is back in place on exit."""
+    classifier = model.classifier
+    device = next(classifier.parameters()).device
+    classifier.eval()
+    with torch.no_grad():
+        read = [replace(b, images=torch.cat([F.log_softmax(classifier(b.images[i:i + 1024].to(device)), 1).cpu()
+                                             for i in range(0, len(b.images), 1024)]))
+                for b in boards]
+    model.classifier = nn.Identity()
+    try:
+        yield read
+    finally:
+        model.classifier = classifier
 
 
 def freeze(module: nn.Module) -> None:

@@ -1,6 +1,7 @@
 """Evaluation on the test boards: our model as trained, re-read (unless `reread.reader` is none)
-and with proofreader, the self-grounded phase, and the results table (paper Tables 1 and 3) with
-the baselines' rows.
+and with proofreader, the final model again with SATNet checking the givens' readings (unless
+`evaluate.check_folds` is 0), the self-grounded phase, and the results table (paper Tables 1 and
+3) with the baselines' rows.
 
 The only stage of our method that reads the test solution and the evaluation truth: board
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
@@ -20,6 +21,7 @@ from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import load_solver
 from satground.params import load_params
+from satground.reread import Checked
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
@@ -86,9 +88,14 @@ def main(argv=None):
             baselines[name] = load_scores(path)
     report = StageReport(args.metrics_out)
 
-    reread = params.reread.reader != "none"
+    reread, folds = params.reread.reader != "none", params.evaluate.check_folds
+    final = "reread" if reread else "no_proofreader"  # the proofreader sits on the final reader
+    if folds:
+        solvers["checked"] = Checked(solvers[final], folds)
+        solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds)
     ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
-            for name in ("no_proofreader", "reread", "proofreader") if reread or name != "reread"}
+            for name in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
+            if name in solvers and (reread or name != "reread")}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
     ground_model = solvers["ground"].to(device)
     ground = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
@@ -115,10 +122,12 @@ def main(argv=None):
         for key, value in baselines.get(view, {}).items():
             rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
     rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
-    final = "Ours + re-read" if reread else "Ours"  # the proofreader sits on the final reader
-    if reread:
-        rows[(final, "ungrounded", "no")] = ours["reread"]
-    rows[(final, "ungrounded", "yes")] = ours["proofreader"]
+    name = "Ours + re-read" if reread else "Ours"
+    rows[(name, "ungrounded", "no")] = ours[final]
+    rows[(name, "ungrounded", "yes")] = ours["proofreader"]
+    if folds:
+        rows[(name + " + check", "ungrounded", "no")] = ours["checked"]
+        rows[(name + " + check", "ungrounded", "yes")] = ours["proofreader_checked"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     frame = results_table(rows)
@@ -127,7 +136,7 @@ def main(argv=None):
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
     plain, proofread = ours["no_proofreader"], ours["proofreader"]
-    reread_scores = ours.get("reread", {})
+    reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
                    "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
                    "visual": plain["visual_accuracy"],
@@ -135,12 +144,18 @@ def main(argv=None):
                    "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
                    "visual_reread": reread_scores.get("visual_accuracy"),
                    "boards_pr": proofread["board_accuracy"],
+                   "boards_checked": checked.get("board_accuracy"),
+                   "blank_boards_checked": checked.get("blank_board_accuracy"),
+                   "visual_checked": checked.get("visual_accuracy"),
+                   "boards_pr_checked": ours.get("proofreader_checked", {}).get("board_accuracy"),
                    "perm_right": grounding["permutation_correct"]},
                   info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
           + (f"{100 * reread_scores['board_accuracy']:.1f} % re-read, " if reread else "")
-          + f"{100 * proofread['board_accuracy']:.1f} % with proofreader; permutation "
+          + f"{100 * proofread['board_accuracy']:.1f} % with proofreader, "
+          + (f"{100 * checked['board_accuracy']:.1f} % checked by SATNet; " if folds else "")
+          + f"permutation "
           f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")
 
 

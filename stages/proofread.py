@@ -13,7 +13,7 @@ from satground.params import load_params
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.losses import bce_loss
-from satground.training import fit
+from satground.training import fit, readings_once
 
 
 def main(argv=None):
@@ -31,8 +31,9 @@ def main(argv=None):
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=cfg.lr)
 
     report = StageReport(args.metrics_out)
-    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
-               device, generator, report, desc="proofread", resume_dir=args.resume_dir)
+    with readings_once(model, train, test) as (train_read, test_read):  # the classifier is frozen
+        last = fit(model, train_read, test_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
+                   cfg.batch_size, device, generator, report, desc="proofread", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
     print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "

@@ -1,11 +1,15 @@
 """The proofreader, the symbolic and visual solvers, and solver checkpoints (4x4 boards)."""
+import numpy as np
 import pytest
 import torch
 
+from satground.data import build_visual_boards
 from satground.io import PipelineError, save_torch
 from satground.lenet import LeNet
 from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
                               checkpoint, load_solver)
+from satground.sudoku import generate_puzzles
+from satground.training import predict, readings_once
 
 torch.set_num_threads(1)
 K, C = 4, 16  # 4x4 boards
@@ -120,3 +124,25 @@ def test_checkpoint_round_trip(tmp_path):
         load_solver(tmp_path / "bad.pt")
     with pytest.raises(PipelineError, match="missing.pt"):
         load_solver(tmp_path / "missing.pt")
+
+
+def test_readings_once_gives_the_classifiers_answers_and_puts_it_back():
+    """proofread reads each pool image once (training.readings_once): the solver's outputs on
+    the boards so read equal its outputs on the images, and the classifier is restored."""
+    puzzles, solutions = generate_puzzles(6, 2, seed=0)
+    rng = np.random.default_rng(0)
+    digits = np.repeat(np.arange(1, 5), 5).astype(np.uint8)
+    images = rng.integers(0, 255, size=(len(digits), 28, 28)).astype(np.uint8)
+    boards = build_visual_boards(puzzles, solutions, images, digits, 2, seed=0)
+    torch.manual_seed(0)
+    classifier = LeNet(4)
+    model = VisualSolver(classifier, SymbolicSolver(2, m=8, aux=2))
+    cpu = torch.device("cpu")
+    torch.manual_seed(1)
+    direct = predict(model, boards, 3, cpu)
+    with readings_once(model, boards) as (read,):
+        assert read.images.shape == (len(digits), 4)
+        torch.manual_seed(1)
+        cached = predict(model, read, 3, cpu)
+    assert model.classifier is classifier
+    assert torch.allclose(direct, cached, atol=1e-5)

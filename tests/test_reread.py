@@ -8,7 +8,7 @@ from satground.data import build_visual_boards, onehot
 from satground.digitcnn import DigitReader
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.reread import Checked, checked_readings, pseudo_labels, satnet_votes, train_reader
 from satground.sudoku import generate_puzzles
 
 K = 4
@@ -99,3 +99,50 @@ def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_f
     # the paper's LeNet still loads as before
     torch.save(checkpoint(VisualSolver(LeNet(K), SymbolicSolver(2, 8, 2))), path)
     assert isinstance(load_solver(path, kind="visual").classifier, LeNet)
+
+
+def test_the_check_hides_each_given_once_and_overrules_a_misreading():
+    """SATNet checks every given exactly once, from a pass in which it does not see it; a
+    misreading it contradicts is overruled, a reading it cannot judge (uniform) is kept."""
+    boards, digits, solutions = boards_with_index_images()
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = 4.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
+    model = VisualSolver(IndexReader(logits), OracleSolver(solutions))
+    images = boards.images[boards.cell_image[boards.is_input]]
+    z = model.input_probs(images, boards.is_input)
+
+    checked = checked_readings(model.solver, z, boards.is_input, folds=3)
+    passes = model.solver.shown
+    assert len(passes) == 3
+    hidden = torch.stack([boards.is_input & ~seen for _, seen in passes])
+    assert torch.equal(hidden.sum(0), boards.is_input.long())  # each given checked exactly once
+    for z_in, seen in passes:
+        assert (z_in.reshape(len(z_in), -1, K)[~seen] == 0).all()
+    read = checked.reshape(len(boards), -1, K).argmax(2)[boards.is_input]
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1)[boards.is_input] - 1
+    assert (z.reshape(len(boards), -1, K).argmax(2)[boards.is_input] != truth).any()
+    assert torch.equal(read, truth)
+    assert (checked.reshape(len(boards), -1, K)[~boards.is_input] == 0).all()
+
+    class Unsure(OracleSolver):
+        def forward(self, z_in, is_input):
+            return torch.full_like(z_in, 1.0 / K)
+
+    kept = checked_readings(Unsure(solutions), z, boards.is_input, folds=3)
+    assert torch.allclose(kept, z, atol=1e-4)
+
+
+def test_a_checked_solver_runs_its_final_solve_on_the_checked_readings():
+    boards, digits, solutions = boards_with_index_images(8)
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    logits[::7] = 4.0 * torch.nn.functional.one_hot((digits[::7] + 1) % K, K).float()
+    oracle = OracleSolver(solutions)
+    plain = VisualSolver(IndexReader(logits), oracle)
+    images = boards.images[boards.cell_image[boards.is_input]]
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1)
+    assert not torch.equal(plain(images, boards.is_input).reshape(len(boards), -1, K).argmax(2) + 1, truth)
+    oracle.shown.clear()
+    out = Checked(plain, folds=2)(images, boards.is_input)
+    assert len(oracle.shown) == 3  # two check passes, then the solve
+    assert torch.equal(out.reshape(len(boards), -1, K).argmax(2) + 1, truth)

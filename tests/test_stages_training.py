@@ -334,10 +334,11 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
 
     headline = read(workdir / "metrics/evaluate/metrics.json")
     assert set(headline) == {"boards", "blank_boards", "valid_grids", "cells", "visual", "boards_pr",
-                             "boards_reread", "blank_boards_reread", "visual_reread", "perm_right"}
+                             "boards_reread", "blank_boards_reread", "visual_reread", "perm_right",
+                             "boards_checked", "blank_boards_checked", "visual_checked", "boards_pr_checked"}
     ours = read(workdir / "metrics/evaluate/scores.json")
     assert headline["boards"] == round(ours["no_proofreader"]["board_accuracy"], 4)
-    for variant in ("no_proofreader", "reread", "proofreader"):
+    for variant in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked"):
         scores = ours[variant]
         assert {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"} <= set(scores)
         assert scores["board_accuracy"] <= scores["valid_grid_rate"] + 1e-9  # exact match is stricter
@@ -350,8 +351,10 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         == ground["true_permutation"])
 
     table = (workdir / "metrics/results.csv").read_text().splitlines()
-    assert len(table) == 1 + 9  # header + 2 grounded + 2 ungrounded baselines + 3 ours + 2 non-visual
-    assert "Ours + re-read,ungrounded,yes" in (workdir / "metrics/results.csv").read_text()
+    assert len(table) == 1 + 11  # header + 2 grounded + 2 ungrounded baselines + 5 ours + 2 non-visual
+    for row in ("Ours + re-read,ungrounded,yes", "Ours + re-read + check,ungrounded,no",
+                "Ours + re-read + check,ungrounded,yes"):
+        assert row in (workdir / "metrics/results.csv").read_text()
     assert (workdir / "metrics/results.md").read_text().startswith("| model")
 
     assert set(read(workdir / "metrics/nonvisual/metrics.json")) == {"nonvisual_boards"}
