@@ -13,6 +13,10 @@ and scores the test boards under each variant, nothing retrained:
     release<T     givens the classifier reads with confidence below T become blanks: SATNet
                   infers them from their peers; one row per T of --thresholds
     tta+release<T both
+    check         SATNet checks the readings (satground.reread.Checked, --folds folds), as the
+                  evaluate stage's "+ check" rows
+    proofreader+check, and where the run has models/solver_reread.pt (the reread stage):
+    re-read, re-read+check   the stage's reader, without and with the check
 
 The thresholds are a sweep on the test boards, not a choice: on training boards the classifier
 (trained on their images) reads nearly every given with confidence above 0.95, so they cannot
@@ -42,6 +46,7 @@ from satground.io import seed_everything  # noqa: E402
 from satground.lenet import image_batch  # noqa: E402
 from satground.metrics import solution_metrics  # noqa: E402
 from satground.models import VisualSolver, load_solver  # noqa: E402
+from satground.reread import Checked  # noqa: E402
 from satground.training import predict, predicted_digits  # noqa: E402
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
@@ -92,6 +97,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
+    parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
@@ -106,12 +112,18 @@ def main():
     solution = load_boards(prepared, "test", view="grounded").labels.long()
     truth = load_truth(prepared, "test", test)["input_labels"].long()
     models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
-              for name in ("solver", "solver_proofread")}  # train's and proofread's outputs
+              for name in ("solver", "solver_proofread", "solver_reread")  # train's, proofread's, reread's
+              if name != "solver_reread" or (args.run_dir / "models" / f"{name}.pt").is_file()}
 
     tta = VisualSolver(ShiftAveraged(models["solver"].classifier), models["solver"].solver)
     variants = [("none", models["solver"], 0.0), ("proofreader", models["solver_proofread"], 0.0), ("tta", tta, 0.0)]
     variants += [(f"{name}<{t}", model, t) for name, model in (("release", models["solver"]), ("tta+release", tta))
                  for t in args.thresholds]
+    variants += [("check", Checked(models["solver"], args.folds), 0.0),
+                 ("proofreader+check", Checked(models["solver_proofread"], args.folds), 0.0)]
+    if "solver_reread" in models:
+        variants += [("re-read", models["solver_reread"], 0.0),
+                     ("re-read+check", Checked(models["solver_reread"], args.folds), 0.0)]
     scored = {}  # name -> (threshold, digits, seconds)
     for name, model, threshold in variants:
         started = time.time()

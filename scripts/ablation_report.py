@@ -1,7 +1,12 @@
-"""The clustering-accuracy ablation as the paper's Figure 5, from the sweep's DVC experiments.
+"""Sweeps of DVC experiments: the clustering-accuracy ablation as the paper's Figure 5, and the
+spread over seeds (mean +- std).
 
     dvc exp run --queue -S 'distill.mislabel=0,0.05,0.1,...' && dvc queue start -j 1
     python scripts/ablation_report.py --sweep mislabel      # after the queue has finished
+
+    for s in 1 2 3 4; do dvc exp run --queue -n seed$s -S seed=$s -S data.seed=$s \
+        -S cluster.seed=$s -S distill.seed=$s -S reread.seed=$s; done; dvc queue start -j 1
+    python scripts/ablation_report.py --sweep seeds --csv metrics/seeds.csv --table metrics/seeds.md
 
 Two sweeps make points: `checkpoint` (InfoGAN checkpoints, distill.checkpoint an epoch) and
 `mislabel` (the final clusterer with a share of its training assignments moved to wrong
@@ -12,6 +17,8 @@ distilled classifier's test clustering accuracy (lenet_acc, the accuracy the gro
 starts from; truth used for reporting only), the clusterer's (cluster_acc), the grounding
 phase's blank-cell accuracy (ground_cells), whether the permutation is right (perm_right) and
 the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ablation.png.
+The `seeds` sweep (every seed changed together; the workspace is one of them) writes each run's
+board metrics and a markdown table of their mean +- std instead of the plot.
 """
 import argparse
 import sys
@@ -37,7 +44,17 @@ def column(row: dict, name: str):
 
 # the params each sweep varies (prefixes); its experiments agree with the workspace elsewhere
 SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distill.mislabel",),
-          "boundary_shift": ("distill.boundary_shift",)}
+          "boundary_shift": ("distill.boundary_shift",),
+          "seeds": ("seed", "data.seed", "cluster.seed", "distill.seed", "reread.seed")}
+
+# the seeds table: evaluate's board metrics (metrics/evaluate/metrics.json) -> what they measure
+BOARD_METRICS = {"boards": "exact, as trained", "blank_boards": "every blank right, as trained",
+                 "boards_reread": "exact, re-read", "blank_boards_reread": "every blank right, re-read",
+                 "boards_pr": "exact, final reader + proofreader",
+                 "boards_checked": "exact, final reader + SATNet's check",
+                 "blank_boards_checked": "every blank right, final reader + SATNet's check",
+                 "boards_pr_checked": "exact, + proofreader + SATNet's check",
+                 "visual_checked": "givens read right, SATNet's check"}
 
 
 def in_sweep(params: dict, workspace: dict, sweep: str) -> bool:
@@ -78,6 +95,8 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "permutation_correct": column(run, "perm_right"),
             "board_accuracy": column(run, "boards"),
             "board_accuracy_proofread": column(run, "boards_pr"),
+            "seed": params.get("seed"),
+            **{name: column(run, name) for name in BOARD_METRICS},
         }
         if row["clustering_accuracy"] is not None and row["board_accuracy"] is not None:
             out.append(row)
@@ -89,6 +108,7 @@ def main():
     parser.add_argument("--sweep", choices=list(SWEEPS), default="mislabel")
     parser.add_argument("--csv", default="metrics/ablation.csv")
     parser.add_argument("--plot", default="plots/ablation.png")
+    parser.add_argument("--table", default="metrics/seeds.md", help="seeds: the mean +- std table")
     args = parser.parse_args()
     keys = known_keys()
     table = pd.DataFrame(rows(dvc.api.exp_show(), args.sweep, keys)).drop_duplicates()
@@ -96,6 +116,8 @@ def main():
         print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "
               f"(with the lenet_acc and boards metrics) yet", file=sys.stderr)
         return 1
+    if args.sweep == "seeds":
+        return seeds_report(table.sort_values("seed"), args.csv, args.table)
     table = table.sort_values("clustering_accuracy")
     with atomic_write(args.csv) as tmp:
         table.to_csv(tmp, index=False)
@@ -116,6 +138,31 @@ def main():
     save_figure(fig, args.plot)
     print(f"ablation: {len(table)} runs -> {args.csv}, {args.plot}")
     print(table.to_string(index=False))
+    return 0
+
+
+def seeds_table(table: pd.DataFrame) -> str:
+    """Markdown: each board metric's mean +- sample std in % over the runs, and the runs' values."""
+    lines = [f"| test boards, % | mean +- std over {len(table)} seeds | per seed ({', '.join(map(str, table.seed))}) |",
+             "|---|---|---|"]
+    for name, meaning in BOARD_METRICS.items():
+        values = 100 * table[name].dropna().astype(float)
+        if len(values) == len(table):
+            spread = f"{values.std():.1f}" if len(values) > 1 else "n/a"
+            lines.append(f"| {meaning} (`{name}`) | {values.mean():.1f} +- {spread} | "
+                         f"{', '.join(f'{v:.1f}' for v in values)} |")
+    return "\n".join(lines) + "\n"
+
+
+def seeds_report(table: pd.DataFrame, csv_path, table_path) -> int:
+    columns = ["experiment", "seed", "clustering_accuracy", "permutation_correct", *BOARD_METRICS]
+    text = seeds_table(table)
+    with atomic_write(csv_path) as tmp:
+        table[columns].to_csv(tmp, index=False)
+    with atomic_write(table_path) as tmp:
+        tmp.write_text(text)
+    print(f"seeds: {len(table)} runs -> {csv_path}, {table_path}")
+    print(text)
     return 0
 
 

@@ -8,8 +8,8 @@ spec = importlib.util.spec_from_file_location("ablation_report", REPO / "scripts
 report = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(report)
 
-KEYS = ["data.board_size", "data.n_train", "cluster.method", "cluster.seed", "distill.checkpoint",
-        "distill.mislabel", "train.epochs"]
+KEYS = ["seed", "data.board_size", "data.seed", "data.n_train", "cluster.method", "cluster.seed",
+        "distill.checkpoint", "distill.mislabel", "train.epochs"]
 
 
 def run(name, clustering, board, grounding=0.25, checkpoint="final", mislabel=0.0, method="umap",
@@ -18,7 +18,7 @@ def run(name, clustering, board, grounding=0.25, checkpoint="final", mislabel=0.
     return {"Experiment": name, "rev": (name or "")[:7], "typ": typ, "State": state,
             "lenet_acc": clustering, "cluster_acc": 0.97, "ground_cells": grounding,
             "perm_right": bool(board), "boards": board, "boards_pr": board,
-            "data.board_size": 2, "data.n_train": n_train, "cluster.method": method,
+            "seed": 0, "data.seed": 0, "data.board_size": 2, "data.n_train": n_train, "cluster.method": method,
             "cluster.seed": 0, "distill.checkpoint": checkpoint, "distill.mislabel": mislabel,
             "train.epochs": epochs}
 
@@ -69,3 +69,20 @@ def test_a_metric_shared_by_two_files_is_read_under_its_file_name():
     row = {"metrics/a/metrics.json:boards": 0.5, "lenet_acc": 0.9}
     assert report.column(row, "boards") == 0.5 and report.column(row, "lenet_acc") == 0.9
     assert report.column(row, "missing") is None
+
+
+def seeded(name, seed, board, **changes):
+    return run(name, 0.97, board, **changes) | {"seed": seed, "data.seed": seed, "cluster.seed": seed,
+                                                 "blank_boards": board + 0.1}
+
+
+def test_seeds_sweep_keeps_runs_that_change_only_seeds_and_reports_mean_and_std():
+    show = [workspace(board=0.60) | {"blank_boards": 0.70}, seeded("seed1", 1, 0.70), seeded("seed2", 2, 0.80),
+            seeded("other-data", 3, 0.90, n_train=200),  # seeds and another setting: not a seed run
+            run("mis-10", 0.88, 0.60, mislabel=0.1)]
+    rows = report.rows(show, "seeds", KEYS)
+    assert names(rows) == ["workspace", "seed1", "seed2"]
+    text = report.seeds_table(report.pd.DataFrame(rows))
+    assert "| exact, as trained (`boards`) | 70.0 +- 10.0 | 60.0, 70.0, 80.0 |" in text
+    assert "| every blank right, as trained (`blank_boards`) | 80.0 +- 10.0 |" in text
+    assert "boards_checked" not in text  # a metric the runs lack gets no row
