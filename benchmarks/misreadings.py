@@ -98,6 +98,7 @@ def main():
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
     parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
+    parser.add_argument("--only", nargs="+", help="these variants only (and none, which defines the misread boards)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
@@ -124,6 +125,8 @@ def main():
     if "solver_reread" in models:
         variants += [("re-read", models["solver_reread"], 0.0),
                      ("re-read+check", Checked(models["solver_reread"], args.folds), 0.0)]
+    if args.only:
+        variants = [v for v in variants if v[0] == "none" or v[0] in args.only]
     scored = {}  # name -> (threshold, digits, seconds)
     for name, model, threshold in variants:
         started = time.time()

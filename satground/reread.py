@@ -14,8 +14,9 @@ without any input label:
    augmentation: an ensemble of small CNNs on deskewed images (`cnn`), or the paper's LeNet
    retrained from scratch (`lenet`), then put in the classifier's place in front of SATNet.
 
-At test time SATNet can also check the readings of a board's own givens (`checked`): it infers
-each given from the others, and a reading SATNet contradicts with confidence is overruled.
+At test time SATNet can also check the readings of a board's own givens (`checked_readings`,
+`Checked`): it infers each given from the others, and a reading it contradicts with confidence
+is overruled.
 
 Nothing here reads an input label or the Sudoku rules: the rules come from the trained SATNet.
 """
