@@ -143,7 +143,7 @@ def main():
 
 def seeds_table(table: pd.DataFrame) -> str:
     """Markdown: each board metric's mean +- sample std in % over the runs, and the runs' values."""
-    lines = [f"| test boards, % | mean +- std over {len(table)} seeds | per seed ({', '.join(map(str, table.seed))}) |",
+    lines = [f"| test boards, % | mean +- std over {len(table)} seeds | per seed ({', '.join(str(int(seed)) for seed in table.seed)}) |",
              "|---|---|---|"]
     for name, meaning in BOARD_METRICS.items():
         values = 100 * table[name].dropna().astype(float)

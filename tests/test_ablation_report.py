@@ -83,6 +83,7 @@ def test_seeds_sweep_keeps_runs_that_change_only_seeds_and_reports_mean_and_std(
     rows = report.rows(show, "seeds", KEYS)
     assert names(rows) == ["workspace", "seed1", "seed2"]
     text = report.seeds_table(report.pd.DataFrame(rows))
+    assert "per seed (0, 1, 2) |" in text
     assert "| exact, as trained (`boards`) | 70.0 +- 10.0 | 60.0, 70.0, 80.0 |" in text
     assert "| every blank right, as trained (`blank_boards`) | 80.0 +- 10.0 |" in text
     assert "boards_checked" not in text  # a metric the runs lack gets no row
