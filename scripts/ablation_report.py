@@ -51,9 +51,11 @@ SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distil
 BOARD_METRICS = {"boards": "exact, as trained", "blank_boards": "every blank right, as trained",
                  "boards_reread": "exact, re-read", "blank_boards_reread": "every blank right, re-read",
                  "boards_pr": "exact, final reader + proofreader",
+                 "blank_boards_pr": "every blank right, final reader + proofreader",
                  "boards_checked": "exact, final reader + SATNet's check",
                  "blank_boards_checked": "every blank right, final reader + SATNet's check",
                  "boards_pr_checked": "exact, + proofreader + SATNet's check",
+                 "blank_boards_pr_checked": "every blank right, + proofreader + SATNet's check",
                  "visual_checked": "givens read right, SATNet's check"}
 
 

@@ -144,10 +144,13 @@ def main(argv=None):
                    "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
                    "visual_reread": reread_scores.get("visual_accuracy"),
                    "boards_pr": proofread["board_accuracy"],
+                   "blank_boards_pr": proofread["blank_board_accuracy"],
                    "boards_checked": checked.get("board_accuracy"),
                    "blank_boards_checked": checked.get("blank_board_accuracy"),
                    "visual_checked": checked.get("visual_accuracy"),
                    "boards_pr_checked": ours.get("proofreader_checked", {}).get("board_accuracy"),
+                   "blank_boards_pr_checked":
+                       ours.get("proofreader_checked", {}).get("blank_board_accuracy"),
                    "perm_right": grounding["permutation_correct"]},
                   info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "

@@ -335,7 +335,8 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     headline = read(workdir / "metrics/evaluate/metrics.json")
     assert set(headline) == {"boards", "blank_boards", "valid_grids", "cells", "visual", "boards_pr",
                              "boards_reread", "blank_boards_reread", "visual_reread", "perm_right",
-                             "boards_checked", "blank_boards_checked", "visual_checked", "boards_pr_checked"}
+                             "boards_checked", "blank_boards_checked", "visual_checked", "boards_pr_checked",
+                             "blank_boards_pr", "blank_boards_pr_checked"}
     ours = read(workdir / "metrics/evaluate/scores.json")
     assert headline["boards"] == round(ours["no_proofreader"]["board_accuracy"], 4)
     for variant in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked"):
