@@ -49,15 +49,21 @@ def count_parameters(module: nn.Module) -> int:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Arg max class of each uint8 image (N, 28, 28), evaluated in eval mode, in batches."""
+def outputs(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """A classifier's outputs (N, K) on uint8 images (N, 28, 28): logits (log-probabilities for
+    a DigitReader), in eval mode and in batches on the model's device, returned on the CPU;
+    the model's mode is kept."""
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    out = [model(images[i:i + batch_size].to(device)).argmax(1).cpu()
-           for i in range(0, len(images), batch_size)]
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    out = [model(images[i:i + batch_size].to(device)).cpu() for i in range(0, len(images), batch_size)]
     model.train(was_training)
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+    return torch.cat(out) if out else torch.zeros(0, model.n_classes)
+
+
+def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """Arg max class of each uint8 image (N, 28, 28) (`outputs`)."""
+    return outputs(model, images, batch_size).argmax(1)
 
 
 def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0,

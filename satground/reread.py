@@ -32,6 +32,13 @@ from .digitcnn import DigitReader, deskew, train_digit_cnn
 from .models import VisualSolver
 
 
+def log_inference(probs: torch.Tensor) -> torch.Tensor:
+    """SATNet's per-digit outputs of a cell (..., K) as a log-distribution over the digits:
+    floored at 1e-4 (one confident wrong output must not veto a digit), renormalised."""
+    probs = probs.clamp(1e-4, 1.0)
+    return (probs / probs.sum(-1, keepdim=True)).log()
+
+
 @torch.no_grad()
 def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: int,
                  batch_size: int, generator: torch.Generator):
@@ -41,8 +48,7 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
     reading float (P, K): the classifier's probabilities of every pool image)."""
     model.eval()
     K, C = boards.n_digits, boards.n_cells
-    reading = torch.cat([F.softmax(model.classifier(boards.images[i:i + 1024]), dim=1)
-                         for i in range(0, len(boards.images), 1024)])
+    reading = F.softmax(lenet.outputs(model.classifier, boards.images), dim=1)
     votes = torch.zeros(len(boards.images), K)
     counts = torch.zeros(len(boards.images))
     for _ in range(passes):
@@ -54,9 +60,8 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
             z = torch.zeros(len(cell_image), C, K)
             z[seen] = reading[cell_image[seen]]
             probs = model.solver(z.reshape(len(z), -1), seen)
-            inferred = probs.reshape(len(z), C, K)[out].clamp(1e-4, 1.0)
             shown = cell_image[out]
-            votes.index_add_(0, shown, (inferred / inferred.sum(1, keepdim=True)).log())
+            votes.index_add_(0, shown, log_inference(probs.reshape(len(z), C, K)[out]))
             counts.index_add_(0, shown, torch.ones(len(shown)))
     return votes, counts, reading
 
@@ -113,8 +118,7 @@ def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int
         out = is_input & (fold == f)
         seen = is_input & ~out
         probs = solver((readings * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
-        inferred = probs.clamp(1e-4, 1.0)
-        log_votes += torch.where(out.unsqueeze(2), (inferred / inferred.sum(2, keepdim=True)).log(), 0.0)
+        log_votes += torch.where(out.unsqueeze(2), log_inference(probs), 0.0)
     logits = readings.clamp_min(1e-4).log() + log_votes
     checked = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
     return checked.reshape(B, C * K)

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from .data import Boards, onehot, var_mask
 from .grounding import relabel
 from .io import PipelineError
+from .lenet import outputs
 from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .resume import Resumable
@@ -243,12 +244,8 @@ def readings_once(model: VisualSolver, *boards: Boards):
     with each image replaced by the classifier's log-probabilities (P, K) while `model` reads
     them through an identity; the classifier is back in place on exit."""
     classifier = model.classifier
-    device = next(classifier.parameters()).device
     classifier.eval()
-    with torch.no_grad():
-        read = [replace(b, images=torch.cat([F.log_softmax(classifier(b.images[i:i + 1024].to(device)), 1).cpu()
-                                             for i in range(0, len(b.images), 1024)]))
-                for b in boards]
+    read = [replace(b, images=F.log_softmax(outputs(classifier, b.images), 1)) for b in boards]
     model.classifier = nn.Identity()
     try:
         yield read
