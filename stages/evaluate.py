@@ -137,6 +137,7 @@ def main(argv=None):
     save_scores(ours, args.metrics_out)
     plain, proofread = ours["no_proofreader"], ours["proofreader"]
     reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
+    proofread_checked = ours.get("proofreader_checked", {})
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
                    "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
                    "visual": plain["visual_accuracy"],
@@ -148,9 +149,8 @@ def main(argv=None):
                    "boards_checked": checked.get("board_accuracy"),
                    "blank_boards_checked": checked.get("blank_board_accuracy"),
                    "visual_checked": checked.get("visual_accuracy"),
-                   "boards_pr_checked": ours.get("proofreader_checked", {}).get("board_accuracy"),
-                   "blank_boards_pr_checked":
-                       ours.get("proofreader_checked", {}).get("blank_board_accuracy"),
+                   "boards_pr_checked": proofread_checked.get("board_accuracy"),
+                   "blank_boards_pr_checked": proofread_checked.get("blank_board_accuracy"),
                    "perm_right": grounding["permutation_correct"]},
                   info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
