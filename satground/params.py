@@ -221,6 +221,8 @@ class Evaluate:
     batch_size: int = knob(100, "boards per batch", low=1)
     check_folds: int = knob(8, "SATNet checks the test givens' readings, inferring each from the "
                             "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
+    starts: int = knob(1, "the check rows' final solve: SATNet's outputs averaged over this many "
+                       "random starts (ours); 1 = one start", low=1, high=64)
 
 
 @dataclass(frozen=True)

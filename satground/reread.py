@@ -126,11 +126,17 @@ def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int
 
 class Checked(VisualSolver):
     """A visual solver whose readings SATNet checks (`checked_readings`) before it solves the
-    board: test time only, one SATNet pass per fold more."""
+    board: test time only, one SATNet pass per fold more. With `starts` > 1 the final solve is
+    the mean of SATNet's outputs from that many random starts of its vectors: the mixing method
+    ends in a different local optimum from each start, and their mean errs less than one."""
 
-    def __init__(self, model: VisualSolver, folds: int):
+    def __init__(self, model: VisualSolver, folds: int, starts: int = 1):
         super().__init__(model.classifier, model.solver)
-        self.folds = folds
+        self.folds, self.starts = folds, starts
 
     def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
         return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds)
+
+    def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        z = self.input_probs(images, is_input)
+        return sum(self.solver(z, is_input) for _ in range(self.starts)) / self.starts

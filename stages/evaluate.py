@@ -88,11 +88,11 @@ def main(argv=None):
             baselines[name] = load_scores(path)
     report = StageReport(args.metrics_out)
 
-    reread, folds = params.reread.reader != "none", params.evaluate.check_folds
+    reread, folds, starts = params.reread.reader != "none", params.evaluate.check_folds, params.evaluate.starts
     final = "reread" if reread else "no_proofreader"  # the proofreader sits on the final reader
     if folds:
-        solvers["checked"] = Checked(solvers[final], folds)
-        solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds)
+        solvers["checked"] = Checked(solvers[final], folds, starts)
+        solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
     ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
             for name in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
             if name in solvers and (reread or name != "reread")}

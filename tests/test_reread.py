@@ -146,3 +146,21 @@ def test_a_checked_solver_runs_its_final_solve_on_the_checked_readings():
     out = Checked(plain, folds=2)(images, boards.is_input)
     assert len(oracle.shown) == 3  # two check passes, then the solve
     assert torch.equal(out.reshape(len(boards), -1, K).argmax(2) + 1, truth)
+
+
+def test_the_checked_solve_averages_independent_random_starts():
+    """With `starts` > 1 the final solve is the mean of that many SATNet passes on the checked
+    readings, each from its own random start (a real SATNet, whose starts end apart)."""
+    boards, digits, _ = boards_with_index_images(6)
+    torch.manual_seed(0)
+    model = VisualSolver(IndexReader(4.0 * torch.nn.functional.one_hot(digits, K).float()),
+                         SymbolicSolver(2, m=20, aux=5)).eval()
+    images = boards.images[boards.cell_image[boards.is_input]]
+    with torch.no_grad():
+        torch.manual_seed(1)
+        out = Checked(model, folds=2, starts=3)(images, boards.is_input)
+        torch.manual_seed(1)
+        z = checked_readings(model.solver, model.input_probs(images, boards.is_input), boards.is_input, 2)
+        solves = [model.solver(z, boards.is_input) for _ in range(3)]
+    assert not torch.allclose(solves[0], solves[1], atol=1e-4)  # the starts differ
+    assert torch.allclose(out, sum(solves) / 3, atol=1e-6)
