@@ -17,8 +17,6 @@ and scores the test boards under each variant, nothing retrained:
                   evaluate stage's "+ check" rows
     proofreader+check, and where the run has models/solver_reread.pt (the reread stage):
     re-read, re-read+check   the stage's reader, without and with the check
-    ...+check*N   with --starts N > 1: the check's final solve averaged over N random starts of
-                  SATNet (evaluate.starts)
 
 The thresholds are a sweep on the test boards, not a choice: on training boards the classifier
 (trained on their images) reads nearly every given with confidence above 0.95, so they cannot
@@ -100,7 +98,6 @@ def main():
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
     parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
-    parser.add_argument("--starts", type=int, default=1, help="N > 1 adds the *N rows (evaluate.starts)")
     parser.add_argument("--only", nargs="+", help="these variants only (and none, which defines the misread boards)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--out", type=Path)
@@ -128,9 +125,6 @@ def main():
     if "solver_reread" in models:
         variants += [("re-read", models["solver_reread"], 0.0),
                      ("re-read+check", Checked(models["solver_reread"], args.folds), 0.0)]
-    if args.starts > 1:
-        variants += [(f"{name}*{args.starts}", Checked(model, args.folds, args.starts), 0.0)
-                     for name, model, _ in list(variants) if name.endswith("check")]
     if args.only:
         variants = [v for v in variants if v[0] == "none" or v[0] in args.only]
     scored = {}  # name -> (threshold, digits, seconds)

@@ -1,0 +1,118 @@
+"""SATNet's random starts at test time (issue 25): one start against the mean of several.
+
+    python benchmarks/random_starts.py --run-dir /path/to/finished/run --out results/cpu9/random_starts.jsonl
+    python benchmarks/random_starts.py --table results/cpu9/random_starts.jsonl
+
+SATNet's forward pass draws random unit vectors to start the mixing method from, so two passes
+on one board can end in different local optima of the relaxation. This scores the `evaluate`
+stage's "+ check" rows (satground.reread.Checked, --folds folds) on the test boards of a finished
+`dvc repro` workspace, for the re-read solver and the proofread one, nothing retrained: the check
+is run once (seeded 0), then --starts solves of the checked boards, each from its own start. One
+row per solver and per n in 1, 2, 4, ...: the mean of n starts' outputs (evaluate.starts = n),
+scored on every disjoint group of n starts (mean, and std across groups where there are several).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from satground.data import load_boards  # noqa: E402
+from satground.io import seed_everything  # noqa: E402
+from satground.metrics import solution_metrics  # noqa: E402
+from satground.models import VisualSolver, load_solver  # noqa: E402
+from satground.reread import Checked  # noqa: E402
+from satground.training import predict, predicted_digits  # noqa: E402
+
+
+class CheckedReadings(VisualSolver):
+    """The check alone: a board's checked readings (B, C*K), not yet solved."""
+
+    def __init__(self, checked: Checked):
+        super().__init__(checked.classifier, checked.solver)
+        self.checked = checked
+
+    def forward(self, images, is_input):
+        return self.checked.input_probs(images, is_input)
+
+
+def scores(model: VisualSolver, test, solution, folds: int, starts: int, batch_size: int):
+    """{n: [(exact, every blank right) per disjoint group of n starts]} for n = 1, 2, 4, ..."""
+    cpu = torch.device("cpu")
+    seed_everything(0)
+    readings = predict(CheckedReadings(Checked(model, folds)), test, batch_size, cpu)
+    outputs = []
+    with torch.no_grad():
+        solver = model.solver.eval()
+        for _ in range(starts):
+            outputs.append(torch.cat([solver(readings[i:i + batch_size], test.is_input[i:i + batch_size])
+                                      for i in range(0, len(test), batch_size)]))
+    out = {}
+    n = 1
+    while n <= starts:
+        groups = []
+        for first in range(0, starts - n + 1, n):
+            digits = predicted_digits(torch.stack(outputs[first:first + n]).mean(0), test.n_digits)
+            m = solution_metrics(digits, solution, test)
+            groups.append((m["board_accuracy"], m["blank_board_accuracy"]))
+        out[n] = groups
+        n *= 2
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", type=Path)
+    parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
+    parser.add_argument("--starts", type=int, default=8, help="solves per board, each from its own start")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--name", help="the run's name in the table (default: the folder's)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if args.run_dir is None or args.out is None:
+        parser.error("--run-dir and --out are required to run")
+    prepared = args.run_dir / "data/prepared"
+    test = load_boards(prepared, "test")
+    solution = load_boards(prepared, "test", view="grounded").labels.long()
+    rows = []
+    for name in ("solver_reread", "solver_proofread"):
+        started = time.time()
+        model = load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
+        for n, groups in scores(model, test, solution, args.folds, args.starts, args.batch_size).items():
+            exact, blank = torch.tensor(groups).T.double()
+            rows.append({"run": args.name or args.run_dir.name, "solver": name, "starts": n, "groups": len(groups),
+                         "boards": float(exact.mean()), "boards_std": float(exact.std()) if len(groups) > 1 else None,
+                         "blank_boards": float(blank.mean()),
+                         "blank_boards_std": float(blank.std()) if len(groups) > 1 else None,
+                         "seconds": round(time.time() - started, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("a") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def pct(mean, std):
+        return f"{100 * mean:.1f}" + (f" +- {100 * std:.1f}" if std is not None else "")
+    out = ["| run | solver | starts averaged | groups of starts | exact boards % | every blank right % |",
+           "|---" * 6 + "|"]
+    for r in rows:
+        out.append(f"| {r['run']} | {r['solver']} | {r['starts']} | {r['groups']} | "
+                   f"{pct(r['boards'], r['boards_std'])} | {pct(r['blank_boards'], r['blank_boards_std'])} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
