@@ -93,21 +93,30 @@ def digits_of(model: VisualSolver, boards: Boards, threshold: float, batch_size:
     return predicted_digits(predict(model, boards, batch_size, torch.device("cpu")), boards.n_digits)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", type=Path)
-    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
-    parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
-    parser.add_argument("--only", nargs="+", help="these variants only (and none, which defines the misread boards)")
-    parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--out", type=Path)
+def run_arguments(parser: argparse.ArgumentParser, table) -> argparse.Namespace | None:
+    """A run benchmark's command line: --run-dir and --out to run, or --table to print a results
+    file with `table(path)` (then None)."""
+    parser.add_argument("--run-dir", type=Path, help="a finished `dvc repro` workspace")
+    parser.add_argument("--out", type=Path, help="JSON lines, appended")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
-        return
+        return None
     if args.run_dir is None or args.out is None:
         parser.error("--run-dir and --out are required to run")
+    return args
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
+    parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
+    parser.add_argument("--only", nargs="+", help="these variants only (and none, which defines the misread boards)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    args = run_arguments(parser, table)
+    if args is None:
+        return
     prepared = args.run_dir / WORKSPACE["prepared"]
     test = load_boards(prepared, "test")
     solution = load_boards(prepared, "test", view="grounded").labels.long()

@@ -23,6 +23,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.misreadings import run_arguments  # noqa: E402
 from satground.data import load_boards  # noqa: E402
 from satground.io import seed_everything  # noqa: E402
 from satground.metrics import solution_metrics  # noqa: E402
@@ -68,19 +69,13 @@ def scores(model: VisualSolver, test, solution, folds: int, starts: int, batch_s
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--folds", type=int, default=8, help="the check's folds (evaluate.check_folds)")
     parser.add_argument("--starts", type=int, default=8, help="solves per board, each from its own start")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--name", help="the run's name in the table (default: the folder's)")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
-    args = parser.parse_args()
-    if args.table:
-        print(table(args.table))
+    args = run_arguments(parser, table)
+    if args is None:
         return
-    if args.run_dir is None or args.out is None:
-        parser.error("--run-dir and --out are required to run")
     prepared = args.run_dir / "data/prepared"
     test = load_boards(prepared, "test")
     solution = load_boards(prepared, "test", view="grounded").labels.long()
@@ -90,7 +85,7 @@ def main():
         model = load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
         for n, groups in scores(model, test, solution, args.folds, args.starts, args.batch_size).items():
             exact, blank = torch.tensor(groups).T.double()
-            rows.append({"run": args.name or args.run_dir.name, "solver": name, "starts": n, "groups": len(groups),
+            rows.append({"run": args.name or args.run_dir.resolve().name, "solver": name, "starts": n, "groups": len(groups),
                          "boards": float(exact.mean()), "boards_std": float(exact.std()) if len(groups) > 1 else None,
                          "blank_boards": float(blank.mean()),
                          "blank_boards_std": float(blank.std()) if len(groups) > 1 else None,
