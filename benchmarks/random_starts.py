@@ -23,6 +23,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.grounding_seeds import WORKSPACE  # noqa: E402
 from benchmarks.misreadings import run_arguments  # noqa: E402
 from satground.data import load_boards  # noqa: E402
 from satground.io import seed_everything  # noqa: E402
@@ -76,7 +77,7 @@ def main():
     args = run_arguments(parser, table)
     if args is None:
         return
-    prepared = args.run_dir / "data/prepared"
+    prepared = args.run_dir / WORKSPACE["prepared"]
     test = load_boards(prepared, "test")
     solution = load_boards(prepared, "test", view="grounded").labels.long()
     rows = []
