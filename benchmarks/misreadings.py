@@ -108,6 +108,12 @@ def run_arguments(parser: argparse.ArgumentParser, table) -> argparse.Namespace 
     return args
 
 
+def test_boards(run_dir: Path):
+    """A finished workspace's test boards and their true full solutions (N, C)."""
+    prepared = run_dir / WORKSPACE["prepared"]
+    return load_boards(prepared, "test"), load_boards(prepared, "test", view="grounded").labels.long()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.8, 0.95])
@@ -117,10 +123,8 @@ def main():
     args = run_arguments(parser, table)
     if args is None:
         return
-    prepared = args.run_dir / WORKSPACE["prepared"]
-    test = load_boards(prepared, "test")
-    solution = load_boards(prepared, "test", view="grounded").labels.long()
-    truth = load_truth(prepared, "test", test)["input_labels"].long()
+    test, solution = test_boards(args.run_dir)
+    truth = load_truth(args.run_dir / WORKSPACE["prepared"], "test", test)["input_labels"].long()
     models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
               for name in ("solver", "solver_proofread", "solver_reread")  # train's, proofread's, reread's
               if name != "solver_reread" or (args.run_dir / "models" / f"{name}.pt").is_file()}

@@ -23,9 +23,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.grounding_seeds import WORKSPACE  # noqa: E402
-from benchmarks.misreadings import run_arguments  # noqa: E402
-from satground.data import load_boards  # noqa: E402
+from benchmarks.misreadings import run_arguments, test_boards  # noqa: E402
 from satground.io import seed_everything  # noqa: E402
 from satground.metrics import solution_metrics  # noqa: E402
 from satground.models import VisualSolver, load_solver  # noqa: E402
@@ -77,9 +75,7 @@ def main():
     args = run_arguments(parser, table)
     if args is None:
         return
-    prepared = args.run_dir / WORKSPACE["prepared"]
-    test = load_boards(prepared, "test")
-    solution = load_boards(prepared, "test", view="grounded").labels.long()
+    test, solution = test_boards(args.run_dir)
     rows = []
     for name in ("solver_reread", "solver_proofread"):
         started = time.time()
