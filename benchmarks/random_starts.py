@@ -10,6 +10,7 @@ stage's "+ check" rows (satground.reread.Checked, --folds folds) on the test boa
 is run once (seeded 0), then --starts solves of the checked boards, each from its own start. One
 row per solver and per n in 1, 2, 4, ...: the mean of n starts' outputs (evaluate.starts = n),
 scored on every disjoint group of n starts (mean, and std across groups where there are several).
+--table prints those rows, then each solver and n across the runs (seeds): mean +- std.
 """
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ class CheckedReadings(VisualSolver):
 
     def forward(self, images, is_input):
         return self.checked.input_probs(images, is_input)
+
+
+def mean_std(values) -> tuple[float, float | None]:
+    """The mean of a list of figures and their sample std (None for a single figure)."""
+    x = torch.tensor(values, dtype=torch.float64)
+    return float(x.mean()), (float(x.std()) if len(x) > 1 else None)
 
 
 def scores(model: VisualSolver, test, solution, folds: int, starts: int, batch_size: int):
@@ -81,11 +88,9 @@ def main():
         started = time.time()
         model = load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
         for n, groups in scores(model, test, solution, args.folds, args.starts, args.batch_size).items():
-            exact, blank = torch.tensor(groups).T.double()
+            (boards, boards_std), (blank, blank_std) = (mean_std([g[i] for g in groups]) for i in (0, 1))
             rows.append({"run": args.name or args.run_dir.resolve().name, "solver": name, "starts": n, "groups": len(groups),
-                         "boards": float(exact.mean()), "boards_std": float(exact.std()) if len(groups) > 1 else None,
-                         "blank_boards": float(blank.mean()),
-                         "blank_boards_std": float(blank.std()) if len(groups) > 1 else None,
+                         "boards": boards, "boards_std": boards_std, "blank_boards": blank, "blank_boards_std": blank_std,
                          "seconds": round(time.time() - started, 1)})
             print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +99,7 @@ def main():
 
 
 def table(path: Path) -> str:
+    """Each run's rows, then each solver and n across runs: mean +- std of the runs' means."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def pct(mean, std):
@@ -103,6 +109,13 @@ def table(path: Path) -> str:
     for r in rows:
         out.append(f"| {r['run']} | {r['solver']} | {r['starts']} | {r['groups']} | "
                    f"{pct(r['boards'], r['boards_std'])} | {pct(r['blank_boards'], r['blank_boards_std'])} |")
+    out += ["", "| solver | starts averaged | runs | exact boards %, mean +- std over runs | every blank right % |",
+            "|---" * 5 + "|"]
+    keys = dict.fromkeys((r["solver"], r["starts"]) for r in rows)
+    for solver, n in keys:
+        same = [r for r in rows if (r["solver"], r["starts"]) == (solver, n)]
+        exact, blank = (mean_std([r[key] for r in same]) for key in ("boards", "blank_boards"))
+        out.append(f"| {solver} | {n} | {len(same)} | {pct(*exact)} | {pct(*blank)} |")
     return "\n".join(out)
 
 
