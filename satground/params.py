@@ -192,6 +192,13 @@ class Train:
     batch_size: int = knob(40, "boards per batch", low=1)
     classifier_lr: float = lr_knob(1.0e-3, "the grounded classifier's learning rate (paper 1e-5)")
     init_from_ground: bool = knob(True, "start SATNet from the grounding phase's weights")
+    decay_epochs: int = knob(0, "the last epochs, over which the learning rates fall linearly to 0, "
+                             "batch by batch (ours); 0 = constant (the paper)", low=0)
+
+    def check(self, where: str) -> None:
+        if self.decay_epochs > self.epochs:
+            raise PipelineError(f"{where}: 'train.decay_epochs' ({self.decay_epochs}) exceeds "
+                                f"'train.epochs' ({self.epochs})")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ is exactly what that Boards holds: the ungrounded view has no input-cell labels 
 from __future__ import annotations
 
 import copy
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -62,8 +63,10 @@ def batch_indices(n: int, batch_size: int, generator: torch.Generator | None = N
 
 def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimizer,
                 loss_fn: Callable, batch_size: int, device: torch.device,
-                generator: torch.Generator, desc: str = "train") -> float:
-    """One pass over shuffled boards; returns the mean loss per board.
+                generator: torch.Generator, desc: str = "train",
+                scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> float:
+    """One pass over shuffled boards; returns the mean loss per board. A `scheduler` steps
+    after every batch.
 
     A non-finite loss, gradient or SATNet forward stops it with a one-line PipelineError naming
     `desc` and the batch, raised before optimizer.step(): the model is never updated with NaN.
@@ -90,6 +93,8 @@ def train_epoch(model: nn.Module, boards: Boards, optimizer: torch.optim.Optimiz
             name = next(name for name, g in grads if not g.isfinite().all())
             raise PipelineError(f"{desc}: gradient of {name} is not finite {where}")
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         total += value * len(idx)
         seen += len(idx)
     return total / max(seen, 1)
@@ -198,19 +203,26 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
         generator: torch.Generator, report=None, desc: str = "epoch", prefix: str = "",
         resume_dir=None, evaluate: Callable[[], dict] | None = None,
-        stopping: EarlyStopping | None = None, identity: tuple = (), carry: tuple = ()) -> dict[str, float]:
+        stopping: EarlyStopping | None = None, identity: tuple = (), carry: tuple = (),
+        decay_epochs: int = 0) -> dict[str, float]:
     """The training loop of every SATNet stage: up to `epochs` passes over `train`, each scored
     by `evaluate()` (default: the test boards' blank cells, so no input-cell label is read),
     ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
     (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
     continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
     adds settings the fingerprint must cover, `carry` objects with a state_dict, such as a loss
-    with a running estimate, are saved and restored with the model)."""
+    with a running estimate, are saved and restored with the model). Over the last `decay_epochs`
+    epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`)."""
     if evaluate is None:
         def evaluate():
             return {f"test_{k}": v for k, v in evaluate_outputs(model, test, batch_size, device).items()}
+    scheduler = None
+    if decay_epochs:
+        scheduler = linear_decay(optimizer, epochs, decay_epochs, math.ceil(len(train) / batch_size))
+        carry = (*carry, scheduler)
     resumable = Resumable(resume_dir, desc, model, optimizer, generator, train, epochs, batch_size,
-                          *identity, None if stopping is None else (stopping.metric, stopping.patience))
+                          decay_epochs, *identity,
+                          None if stopping is None else (stopping.metric, stopping.patience))
     done, state = resumable.restore()
     history = state["history"] if state else []
     if state and stopping is not None:
@@ -224,7 +236,7 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
     while epoch < epochs and not (stopping is not None and stopping.stopped):
         epoch += 1
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
-                           desc=f"{desc} epoch {epoch}")
+                           desc=f"{desc} epoch {epoch}", scheduler=scheduler)
         history.append({"loss": loss, **evaluate()})
         if report is not None:
             report.log_epoch(epoch, history[-1], prefix)
@@ -236,6 +248,14 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
         tqdm.write(f"{desc} {epoch}/{epochs}: {shown}")
     resumable.finish()
     return history[-1] if history else {}
+
+
+def linear_decay(optimizer: torch.optim.Optimizer, epochs: int, decay_epochs: int,
+                 batches_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Every learning rate held, then falling linearly over the last `decay_epochs` epochs: the
+    k-th batch from the end trains at k / (its decay batches) of the rate."""
+    total, decay = epochs * batches_per_epoch, decay_epochs * batches_per_epoch
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: min(1.0, (total - done) / decay))
 
 
 @contextmanager

@@ -67,7 +67,8 @@ def main(argv=None):
 
     report = StageReport(args.metrics_out)
     last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
-               device, generator, report, desc="train", resume_dir=args.resume_dir)
+               device, generator, report, desc="train", resume_dir=args.resume_dir,
+               decay_epochs=cfg.decay_epochs)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
     print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "

@@ -425,13 +425,15 @@ class Killed(Exception):
     """Stands for the machine going away mid-epoch."""
 
 
-@pytest.mark.parametrize("name", ["ground", "train"])
+@pytest.mark.parametrize("name, decay_epochs", [("ground", 0), ("train", 0), ("train", 2)])
 def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounded_run, tmp_path,
-                                                              monkeypatch, capsys, name):
+                                                              monkeypatch, capsys, name, decay_epochs):
+    """The resumed run ends with the uninterrupted run's weights and curves, the learning-rate
+    decay's place included (a decay restarted from its first batch would change the weights)."""
     import satground.training
 
     params = {**PARAMS, "ground": {**PARAMS["ground"], "epochs": 3, "patience": 3},
-              "train": {**PARAMS["train"], "epochs": 3}}
+              "train": {**PARAMS["train"], "epochs": 3, "decay_epochs": decay_epochs}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
 
     def run(folder: Path):
@@ -468,6 +470,21 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
         again = tmp_path / "resumed" / "metrics" / "plots" / "metrics" / curve.name
         assert again.read_text() == curve.read_text(), curve.name
     assert read(tmp_path / "whole" / "metrics" / "info.json") == read(tmp_path / "resumed" / "metrics" / "info.json")
+
+
+def test_the_learning_rates_fall_linearly_over_the_last_epochs():
+    from satground.training import linear_decay
+
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([{"params": [weight], "lr": 0.4}, {"params": [], "lr": 0.8}])
+    scheduler = linear_decay(optimizer, epochs=3, decay_epochs=2, batches_per_epoch=2)
+    seen = []
+    for _ in range(6):  # 3 epochs of 2 batches: the lr each batch trains at
+        seen.append([group["lr"] for group in optimizer.param_groups])
+        optimizer.step()
+        scheduler.step()
+    assert np.allclose(seen, [[0.4 * f, 0.8 * f] for f in (1, 1, 1, 3 / 4, 2 / 4, 1 / 4)])
+    assert [group["lr"] for group in optimizer.param_groups] == [0.0, 0.0]
 
 
 def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_path, capsys):
