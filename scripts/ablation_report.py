@@ -7,6 +7,7 @@ spread over seeds (mean +- std).
     for s in 1 2 3 4; do dvc exp run --queue -n seed$s -S seed=$s -S data.seed=$s \
         -S cluster.seed=$s -S distill.seed=$s -S reread.seed=$s; done; dvc queue start -j 1
     python scripts/ablation_report.py --sweep seeds --csv metrics/seeds.csv --table metrics/seeds.md
+    python scripts/ablation_report.py --sweep seeds --records results/cpu9 results/cpu9/seeds/seed*/
 
 Two sweeps make points: `checkpoint` (InfoGAN checkpoints, distill.checkpoint an epoch) and
 `mislabel` (the final clusterer with a share of its training assignments moved to wrong
@@ -19,9 +20,14 @@ phase's blank-cell accuracy (ground_cells), whether the permutation is right (pe
 the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ablation.png.
 The `seeds` sweep (every seed changed together; the workspace is one of them) writes each run's
 board metrics and a markdown table of their mean +- std instead of the plot.
+
+With --records, the runs are kept records (scripts/keep_results.py: params.yaml and metrics/)
+instead of this repository's experiments, so runs made in other clones, sessions or machines
+combine; the first record is the reference the others may differ from in the sweep's params only.
 """
 import argparse
 import sys
+from pathlib import Path
 
 import dvc.api
 import matplotlib
@@ -30,8 +36,10 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from satground.io import atomic_write, save_figure  # noqa: E402
-from satground.params import known_keys  # noqa: E402
+import yaml  # noqa: E402
+
+from satground.io import PipelineError, atomic_write, load_json, save_figure  # noqa: E402
+from satground.params import flat_keys, known_keys  # noqa: E402
 
 
 def column(row: dict, name: str):
@@ -105,15 +113,45 @@ def rows(show: list, sweep: str, keys: list) -> list:
     return out
 
 
+def record_row(folder: Path) -> dict:
+    """A kept record as one exp_show-shaped row: its params by 'section.key' and every stage's
+    metrics.json merged (metric names are unique across stages)."""
+    path = folder / "params.yaml"
+    if not path.is_file():
+        raise PipelineError(f"{path}: not found (is {folder} a record of scripts/keep_results.py?)")
+    try:
+        params = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(params, dict):
+        raise PipelineError(f"{path}: not a mapping of params sections")
+    row = {"Experiment": folder.name, "typ": "branch_commit", "State": "Success"}
+    for key in flat_keys(params):
+        value = params
+        for part in key.split("."):
+            value = value[part]
+        row[key] = value
+    for metrics in sorted((folder / "metrics").glob("*/metrics.json")):
+        row.update(load_json(metrics, "stage metrics"))
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", choices=list(SWEEPS), default="mislabel")
     parser.add_argument("--csv", default="metrics/ablation.csv")
     parser.add_argument("--plot", default="plots/ablation.png")
     parser.add_argument("--table", default="metrics/seeds.md", help="seeds: the mean +- std table")
+    parser.add_argument("--records", nargs="+", type=Path, metavar="FOLDER",
+                        help="kept records (results/<name>/) instead of this repository's experiments")
     args = parser.parse_args()
     keys = known_keys()
-    table = pd.DataFrame(rows(dvc.api.exp_show(), args.sweep, keys)).drop_duplicates()
+    try:
+        show = [record_row(folder) for folder in args.records] if args.records else dvc.api.exp_show()
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    table = pd.DataFrame(rows(show, args.sweep, keys)).drop_duplicates()
     if table.empty:
         print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "
               f"(with the lenet_acc and boards metrics) yet", file=sys.stderr)

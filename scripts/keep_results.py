@@ -6,8 +6,9 @@
 Copies params.yaml, dvc.lock, metrics/ (each stage's metrics, curves and bookkeeping), the PNG
 plots the stages write (the per-epoch curves in curves.png among them) and
 models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak
-RSS) and writes summary.md, the tables the README quotes, from those files only. The folder is
-replaced whole, so it never mixes two runs.
+RSS) and writes summary.md, the tables the README quotes, from those files only. Those files are
+replaced together, so a record never mixes two runs; whatever else the folder holds (records of
+other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark outputs) is kept.
 """
 import argparse
 import os
@@ -27,6 +28,7 @@ from satground.io import PipelineError, atomic_directory, json_text, load_json  
 from satground.metrics import markdown_table  # noqa: E402
 
 PERMUTATION = "models/permutation.json"
+RECORD = {"params.yaml", "dvc.lock", "permutation.json", "metrics", "plots", "run.json", "summary.md"}
 RESULT_COLUMNS = {  # results.csv column -> summary heading
     "model": "model", "data": "data", "proofreader": "proofreader",
     "board_accuracy_pct": "board, exact %", "blank_board_accuracy_pct": "board, blank cells %",
@@ -140,8 +142,8 @@ def main(argv=None):
     parser.add_argument("--root", type=Path, default=ROOT, help="project folder that ran it")
     args = parser.parse_args(argv)
     root = args.root
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", args.name):
-        raise PipelineError(f"name {args.name!r}: letters, digits, '-' and '_' only")
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*", args.name):
+        raise PipelineError(f"name {args.name!r}: letters, digits, '-' and '_', folders split by '/'")
 
     run = {"profile": args.name, "commit": commit(root), "machine": machine(),
            **(time_figures(args.time_log) if args.time_log else {})}
@@ -149,7 +151,12 @@ def main(argv=None):
         if not (root / name).is_file():
             raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")
     tables = summary(root, run)  # read before anything is written: errors name the run's files
-    with atomic_directory(root / "results" / args.name) as tmp:
+    folder = root / "results" / args.name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(folder) as tmp:
+        for kept in folder.iterdir() if folder.is_dir() else ():
+            if kept.name not in RECORD:
+                (shutil.copytree if kept.is_dir() else shutil.copy2)(kept, tmp / kept.name)
         for name in ("params.yaml", "dvc.lock"):
             shutil.copy(root / name, tmp / name)
         if (root / PERMUTATION).is_file():  # P_hat, both permutations, the peer co-occurrence

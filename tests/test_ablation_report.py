@@ -87,3 +87,34 @@ def test_seeds_sweep_keeps_runs_that_change_only_seeds_and_reports_mean_and_std(
     assert "| exact, as trained (`boards`) | 70.0 +- 10.0 | 60.0, 70.0, 80.0 |" in text
     assert "| every blank right, as trained (`blank_boards`) | 80.0 +- 10.0 |" in text
     assert "boards_checked" not in text  # a metric the runs lack gets no row
+
+
+def record(folder, seed, boards, **params):
+    """A kept record (scripts/keep_results.py's layout): params.yaml and metrics/<stage>/."""
+    tree = {"seed": seed, "data": {"seed": seed, "n_train": params.get("n_train", 2000)},
+            "cluster": {"seed": seed}, "train": {"epochs": 8}}
+    (folder / "metrics" / "evaluate").mkdir(parents=True)
+    (folder / "metrics" / "distill").mkdir()
+    (folder / "params.yaml").write_text(report.yaml.safe_dump(tree))
+    (folder / "metrics" / "evaluate" / "metrics.json").write_text(
+        f'{{"boards": {boards}, "blank_boards": {boards + 0.1}, "perm_right": true}}')
+    (folder / "metrics" / "distill" / "metrics.json").write_text('{"lenet_acc": 0.98}')
+    return folder
+
+
+def test_seeds_sweep_reads_kept_records_from_other_clones(tmp_path):
+    folders = [record(tmp_path / "cpu9", 0, 0.6), record(tmp_path / "seed1", 1, 0.8),
+               record(tmp_path / "smoke", 2, 0.9, n_train=200)]  # other data: not a seed run
+    rows = report.rows([report.record_row(f) for f in folders], "seeds", KEYS)
+    assert names(rows) == ["cpu9", "seed1"]
+    assert rows[1]["seed"] == 1 and rows[1]["clustering_accuracy"] == 0.98
+    text = report.seeds_table(report.pd.DataFrame(rows))
+    assert "| exact, as trained (`boards`) | 70.0 +- 14.1 | 60.0, 80.0 |" in text
+
+
+def test_a_folder_that_is_no_record_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report.sys, "argv", ["ablation_report.py", "--sweep", "seeds", "--records",
+                                             str(tmp_path)])
+    assert report.main() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'params.yaml'}: not found" in err

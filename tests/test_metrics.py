@@ -83,6 +83,21 @@ def test_keep_results_refuses_an_unfinished_run_and_keeps_the_old_record(tmp_pat
     assert [p.name for p in (root / "results").iterdir()] == ["demo"]          # no temp folder left
 
 
+def test_keep_results_replaces_its_own_files_and_keeps_nested_records(tmp_path):
+    root = project_copy(tmp_path)
+    assert keep_results.main(["demo/seed1", "--root", str(root)]) == root / "results" / "demo" / "seed1"
+    stale = root / "results" / "demo" / "metrics" / "stale" / "metrics.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    (root / "results" / "demo" / "benchmark.jsonl").write_text("kept\n")
+    out = keep_results.main(["demo", "--root", str(root)])
+    assert not stale.exists()  # the record's own files are replaced whole
+    assert (out / "benchmark.jsonl").read_text() == "kept\n"
+    assert (out / "seed1" / "summary.md").exists() and (out / "summary.md").exists()
+    with pytest.raises(PipelineError, match="name '../x'"):
+        keep_results.main(["../x", "--root", str(root)])
+
+
 def test_keep_results_reads_only_time_v_logs(tmp_path):
     log = tmp_path / "time.log"
     log.write_text("real 1m2s\n")
