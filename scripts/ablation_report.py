@@ -36,10 +36,8 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import yaml  # noqa: E402
-
 from satground.io import PipelineError, atomic_write, load_json, save_figure  # noqa: E402
-from satground.params import flat_keys, known_keys  # noqa: E402
+from satground.params import flat_keys, known_keys, read_yaml  # noqa: E402
 
 
 def column(row: dict, name: str):
@@ -119,12 +117,7 @@ def record_row(folder: Path) -> dict:
     path = folder / "params.yaml"
     if not path.is_file():
         raise PipelineError(f"{path}: not found (is {folder} a record of scripts/keep_results.py?)")
-    try:
-        params = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(params, dict):
-        raise PipelineError(f"{path}: not a mapping of params sections")
+    params = read_yaml(path)
     row = {"Experiment": folder.name, "typ": "branch_commit", "State": "Success"}
     for key in flat_keys(params):
         value = params

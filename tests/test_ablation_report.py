@@ -3,6 +3,8 @@ sweep's own experiments."""
 import importlib.util
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("ablation_report", REPO / "scripts" / "ablation_report.py")
 report = importlib.util.module_from_spec(spec)
@@ -95,7 +97,7 @@ def record(folder, seed, boards, **params):
             "cluster": {"seed": seed}, "train": {"epochs": 8}}
     (folder / "metrics" / "evaluate").mkdir(parents=True)
     (folder / "metrics" / "distill").mkdir()
-    (folder / "params.yaml").write_text(report.yaml.safe_dump(tree))
+    (folder / "params.yaml").write_text(yaml.safe_dump(tree))
     (folder / "metrics" / "evaluate" / "metrics.json").write_text(
         f'{{"boards": {boards}, "blank_boards": {boards + 0.1}, "perm_right": true}}')
     (folder / "metrics" / "distill" / "metrics.json").write_text('{"lenet_acc": 0.98}')
