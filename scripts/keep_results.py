@@ -90,7 +90,7 @@ def summary(root: Path, run: dict) -> str:
     K = cluster["n_clusters"]
     wall = run.get("wall_seconds")
     lines = [
-        f"# Run record: profile `{run['profile']}`",
+        f"# Run record `{run['record']}`: profile `{run['profile']}`",
         "",
         f"Commit {run['commit']}, {run['machine']}; "
         + (f"`dvc repro` wall time {int(wall // 60)} min {wall % 60:.0f} s, peak RSS "
@@ -137,7 +137,8 @@ def summary(root: Path, run: dict) -> str:
 def main(argv=None):
     """Returns the folder written."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", help="profile the run used: results/<name>/ is written")
+    parser.add_argument("name", help="results/<name>/ is written; its first folder names the profile the run "
+                                     "used (cpu9/seeds/seed2: a seed of cpu9)")
     parser.add_argument("--time-log", type=Path, help="stderr of `/usr/bin/time -v dvc repro`")
     parser.add_argument("--root", type=Path, default=ROOT, help="project folder that ran it")
     args = parser.parse_args(argv)
@@ -145,7 +146,7 @@ def main(argv=None):
     if not re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*", args.name):
         raise PipelineError(f"name {args.name!r}: letters, digits, '-' and '_', folders split by '/'")
 
-    run = {"profile": args.name, "commit": commit(root), "machine": machine(),
+    run = {"record": args.name, "profile": args.name.split("/")[0], "commit": commit(root), "machine": machine(),
            **(time_figures(args.time_log) if args.time_log else {})}
     for name in ("params.yaml", "dvc.yaml", "dvc.lock", "metrics/results.csv"):
         if not (root / name).is_file():

@@ -54,14 +54,16 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     log = tmp_path / "time.log"
     log.write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03.5\n"
                    "\tMaximum resident set size (kbytes): 2097152\n")
-    out = keep_results.main(["demo", "--time-log", str(log), "--root", str(root)])
-    assert out == root / "results" / "demo"
+    out = keep_results.main(["demo/seeds/seed2", "--time-log", str(log), "--root", str(root)])
+    assert out == root / "results" / "demo" / "seeds" / "seed2"
     run = json.loads((out / "run.json").read_text())
+    assert run["record"] == "demo/seeds/seed2" and run["profile"] == "demo"  # a seed of profile demo
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
     assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
     assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate" / "metrics.json").exists()
     assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
     summary = (out / "summary.md").read_text()
+    assert summary.startswith("# Run record `demo/seeds/seed2`: profile `demo`")
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
     # the table comes from the run's results.csv, every number with one decimal
     assert "| Ours                | ungrounded | no            | 89.0 " in summary
