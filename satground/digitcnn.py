@@ -71,6 +71,7 @@ class DigitCNN(nn.Module):
             nn.Conv2d(w2, w2, 3, padding=1), nn.BatchNorm2d(w2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(w2 * 9, feature_dim), nn.BatchNorm1d(feature_dim), nn.ReLU())
         self.head = nn.Linear(feature_dim, n_classes)
+        self.to(memory_format=torch.channels_last)  # faster convolutions, as LeNet's
 
     def forward(self, x):
         return self.head(self.body(x))

@@ -9,6 +9,7 @@ import torch
 from satground import infogan, lenet
 from satground.ablation import mislabel, shift_boundaries
 from satground.clustering import CLUSTERERS, save_clusterer
+from satground.digitcnn import DigitCNN
 from satground.infogan import InfoGANClusterer
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
@@ -86,6 +87,36 @@ def test_lenet_takes_uint8_or_float_images():
     logits = model(images)
     assert logits.shape == (5, 9)
     assert torch.allclose(logits, model(images.float().div(255).unsqueeze(1)))
+
+
+@pytest.mark.parametrize("build", [lambda: lenet.LeNet(9), lambda: DigitCNN(9)], ids=["lenet", "cnn"])
+def test_channels_last_layout_is_kept_and_changes_only_rounding(build, tmp_path):
+    # both nets keep their conv weights channels-last (the faster oneDNN path) through a save and
+    # load, and compute what the same weights compute in the NCHW layout; their gradients agree
+    # up to rounding too, except where rounding flips a max-pool's pick between near-equal values
+    torch.manual_seed(0)
+    net = build().train()
+    path = tmp_path / "net.pt"
+    torch.save(net.state_dict(), path)
+    loaded = build()
+    loaded.load_state_dict(torch.load(path))
+    convs = [m.weight for m in loaded.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(w.is_contiguous(memory_format=torch.channels_last) for w in convs)
+    assert not all(w.is_contiguous() for w in convs)  # (one input channel is both layouts)
+    nchw = build().to(memory_format=torch.contiguous_format).train()
+    nchw.load_state_dict(net.state_dict())
+    assert all(w.is_contiguous() for w in nchw.parameters())
+    images, target = torch.rand(64, 1, 28, 28), torch.randint(0, 9, (64,))
+    logits = [model(images) for model in (net, nchw)]
+    assert ((logits[0] - logits[1]).abs().max() / logits[1].abs().max()).item() < 1e-4
+    for out in logits:
+        torch.nn.functional.cross_entropy(out, target).backward()
+    head = [name for name, p in net.named_parameters() if p.dim() < 4][-2:]  # after every pool
+    total = torch.cat([p.grad.flatten() for p in nchw.parameters()]).norm()
+    for (name, a), b in zip(net.named_parameters(), nchw.parameters()):
+        # a conv bias before a batch norm has no gradient but rounding: scale it by the whole
+        error = float((a.grad - b.grad).norm() / torch.maximum(b.grad.norm(), 1e-3 * total))
+        assert error < (1e-4 if name in head else 5e-2), name
 
 
 def tiny_set(copies: int = 16):

@@ -1,0 +1,82 @@
+"""Memory layout of the digit classifiers' convolutions on this CPU: NCHW against channels-last.
+
+    python benchmarks/conv_layout.py [--repeats 15] [--threads 2]
+
+Times a forward + backward pass of each net at the size a 9x9 pipeline runs it, in both
+layouts, pair by pair in one run (median seconds, ratio), from the same initial weights, and
+prints how far the two layouts' outputs and gradients differ (float rounding only):
+
+    lenet   the end-to-end classifier (satground.lenet.LeNet) on a `train` batch's given cells:
+            40 boards x 36 givens = 1,440 images
+    cnn     one net of the re-read ensemble (satground.digitcnn.DigitCNN) on a batch of 128
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from satground.digitcnn import DigitCNN  # noqa: E402
+from satground.lenet import LeNet  # noqa: E402
+
+NETS = {"lenet": (lambda: LeNet(9), 1440), "cnn": (lambda: DigitCNN(9), 128)}
+
+
+def step(net: torch.nn.Module, images: torch.Tensor, target: torch.Tensor):
+    """Seconds of one forward + backward, and its logits and gradients."""
+    net.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    logits = net(images)
+    F.cross_entropy(logits, target).backward()
+    seconds = time.perf_counter() - start
+    return seconds, logits.detach(), [p.grad.clone() for p in net.parameters()]
+
+
+def compare(name: str, repeats: int) -> dict:
+    build, n = NETS[name]
+    torch.manual_seed(0)
+    images, target = torch.rand(n, 1, 28, 28), torch.randint(0, 9, (n,))
+    nets = {}
+    for layout in (torch.contiguous_format, torch.channels_last):
+        torch.manual_seed(1)  # the same initial weights in both layouts
+        nets[layout] = build().to(memory_format=layout).train()
+    times = {layout: [] for layout in nets}
+    for _ in range(repeats + 1):  # pair by pair; the first pair warms up
+        for layout, net in nets.items():
+            seconds, *result = step(net, images, target)
+            times[layout].append(seconds)
+            nets[layout].result = result
+    nchw, last = (statistics.median(times[layout][1:]) for layout in nets)
+    (out_a, grads_a), (out_b, grads_b) = (net.result for net in nets.values())
+    return {"net": name, "images": n, "nchw_s": nchw, "channels_last_s": last, "ratio": nchw / last,
+            "max_logit_diff": float((out_a - out_b).abs().max()),
+            "grad_rel_diff": float((flat(grads_a) - flat(grads_b)).norm() / flat(grads_b).norm())}
+
+
+def flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.flatten() for t in tensors])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} threads, forward + backward, median of {args.repeats}")
+    print("| net | images | NCHW s | channels-last s | ratio | max logit diff | gradient rel diff (2-norm) |")
+    print("|---|---|---|---|---|---|---|")
+    for name in NETS:
+        r = compare(name, args.repeats)
+        print(f"| {r['net']} | {r['images']} | {r['nchw_s']:.4f} | {r['channels_last_s']:.4f} | "
+              f"{r['ratio']:.2f}x | {r['max_logit_diff']:.1e} | {r['grad_rel_diff']:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
