@@ -1,12 +1,15 @@
 """The small digit CNN shared by the image-only clusterer and the re-read stage's reader.
 
 deskew (slant and position removed), augment (random affine copies), DigitCNN (three conv
-blocks), train_digit_cnn (one net on labelled images under augmentation), and DigitReader: an
-ensemble of DigitCNNs behind deskew, a drop-in for LeNet as the visual solver's classifier.
+blocks), train_digit_cnn (one net on labelled images under augmentation), train_digit_cnns
+(several, one per thread), and DigitReader: an ensemble of DigitCNNs behind deskew, a drop-in
+for LeNet as the visual solver's classifier.
 """
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn as nn
@@ -77,15 +80,20 @@ class DigitCNN(nn.Module):
         return self.head(self.body(x))
 
 
+_GLOBAL_RNG = threading.Lock()  # a net's initialisation seeds and draws torch's global generator
+
+
 def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tensor, n_classes: int,
                     seed: int, epochs: int, batch_size: int = 128, lr: float = 1e-3,
                     rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
                     width: int = 32, feature_dim: int = 128) -> DigitCNN:
     """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]
-    (deskewed float images (N, 1, 28, 28)); returned in eval mode."""
-    torch.manual_seed(seed)
+    (deskewed float images (N, 1, 28, 28)); returned in eval mode. Its initial weights come from
+    torch's global generator seeded with `seed`, every later draw from its own generator."""
+    with _GLOBAL_RNG:
+        torch.manual_seed(seed)
+        net = DigitCNN(n_classes, width, feature_dim)
     gen = torch.Generator().manual_seed(seed + 1)
-    net = DigitCNN(n_classes, width, feature_dim)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     net.train()
     for _ in range(epochs):
@@ -101,6 +109,23 @@ def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tens
             opt.step()
     net.eval()
     return net
+
+
+def train_digit_cnns(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tensor,
+                     n_classes: int, seeds: list[int], epochs: int, workers: int,
+                     **settings) -> list[DigitCNN]:
+    """One train_digit_cnn per seed, `workers` at a time on Python threads, each net's torch ops on
+    one thread: the nets are the same, bit for bit, as if trained one after another (each draws
+    from its own generator once its weights are set), and the ops release the GIL."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        def train(seed):
+            return train_digit_cnn(x, target, train_idx, n_classes, seed, epochs, **settings)
+        with ThreadPoolExecutor(max(1, min(workers, len(seeds)))) as pool:
+            return list(pool.map(train, seeds))
+    finally:
+        torch.set_num_threads(threads)
 
 
 @torch.no_grad()

@@ -28,7 +28,7 @@ from torch import nn
 
 from . import lenet
 from .data import Boards
-from .digitcnn import DigitReader, deskew, train_digit_cnn
+from .digitcnn import DigitReader, deskew, train_digit_cnns
 from .models import VisualSolver
 
 
@@ -75,17 +75,18 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
                  epochs: int, nets: int, seed: int) -> nn.Module:
     """A reader of uint8 images (N, 28, 28) trained on `labels` under affine augmentation
     (rotation 10 degrees, zoom 10 %, shift 2 pixels): `cnn`, a DigitReader of `nets` CNNs, or
-    `lenet`, a fresh LeNet."""
+    `lenet`, a fresh LeNet. Each net trains on one thread, so the same seed gives the same reader
+    on any machine and load; the CNNs train side by side, as many at once as torch has threads."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: the same seed gives the same reader on any machine load
+    torch.set_num_threads(1)
     try:
         if kind == "cnn":
             x = deskew(images)
-            every = torch.arange(len(x))
             reader = DigitReader(n_classes, nets)
-            for m, net in enumerate(reader.nets):
-                net.load_state_dict(train_digit_cnn(x, labels, every, n_classes, seed * 1000 + m,
-                                                    epochs).state_dict())
+            trained = train_digit_cnns(x, labels, torch.arange(len(x)), n_classes,
+                                       [seed * 1000 + m for m in range(nets)], epochs, threads)
+            for net, fitted in zip(reader.nets, trained):
+                net.load_state_dict(fitted.state_dict())
             return reader.eval()
         if kind == "lenet":
             torch.manual_seed(seed)

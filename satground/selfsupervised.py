@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 import torch
 
-from .digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnn
+from .digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnns
 from .manifold import cluster_members
 from .metrics import best_matching
 
@@ -77,6 +77,7 @@ class SelfLabelClusterer:
         and the study (docs/image-clustering.md)."""
         if min(umap_runs, n_nets, rounds, epochs) < 1:
             raise ValueError("umap_runs, n_nets, rounds and epochs must each be at least 1")
+        workers = torch.get_num_threads()  # the CNNs train side by side, each on one thread
         torch.set_num_threads(1)
         random.seed(seed)
         np.random.seed(seed)
@@ -106,9 +107,10 @@ class SelfLabelClusterer:
                 train_idx = torch.nonzero(conf >= confidence).squeeze(1)
                 if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
                     train_idx = torch.arange(len(x))
-            nets = [train_digit_cnn(x, target, train_idx, n_clusters, seed * 1000 + 100 * (rnd + 1) + m,
-                                    epochs, batch_size, lr, rotation, scale, shift, width, feature_dim)
-                    for m in range(n_nets)]
+            nets = train_digit_cnns(x, target, train_idx, n_clusters,
+                                    [seed * 1000 + 100 * (rnd + 1) + m for m in range(n_nets)], epochs,
+                                    workers, batch_size=batch_size, lr=lr, rotation=rotation,
+                                    scale=scale, shift=shift, width=width, feature_dim=feature_dim)
         config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": umap_runs,
                   "min_agreement": min_agreement, "n_components": n_components,
                   "n_neighbors": n_neighbors, "umap_dim": umap_dim, "n_nets": n_nets,

@@ -51,11 +51,21 @@ def time_figures(log: Path) -> dict:
 
 
 def machine() -> str:
+    """Cores, CPU model and, from lscpu, its family/model numbers and vector units: a name such
+    as "AMD EPYC" covers CPUs of different generations and speeds."""
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
         model = re.search(r"Model name:\s*(.+)", lscpu).group(1).strip()
     except (OSError, subprocess.CalledProcessError, AttributeError):
-        model = platform.processor() or "unknown CPU"
+        return f"{os.cpu_count()} cores, {platform.processor() or 'unknown CPU'}"
+    field = {k: re.search(rf"^{k}:\s*(.+)$", lscpu, re.M) for k in ("CPU family", "Model", "Flags")}
+    if field["CPU family"] and field["Model"]:
+        model += f" (family {field['CPU family'].group(1).strip()}, model {field['Model'].group(1).strip()})"
+    if field["Flags"]:
+        flags = field["Flags"].group(1).split()
+        units = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
+                 if flag in flags]
+        model += ", " + " ".join(units) if units else ""
     return f"{os.cpu_count()} cores, {model}"
 
 

@@ -72,6 +72,15 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     assert "permutation | right" in summary
 
 
+def test_the_record_names_the_cpu_generation_and_its_vector_units(monkeypatch):
+    """lscpu names two EPYC generations of different speeds "AMD EPYC": the record tells them apart."""
+    lscpu = ("Model name:        AMD EPYC\nCPU family:        26\nModel:             2\n"
+             "Flags:             fpu avx2 fma avx512f avx512bw\n")
+    monkeypatch.setattr(keep_results.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=lscpu))
+    assert keep_results.machine().endswith("cores, AMD EPYC (family 26, model 2), AVX2 AVX-512")
+
+
 def test_keep_results_refuses_an_unfinished_run_and_keeps_the_old_record(tmp_path):
     root = project_copy(tmp_path)
     script = [sys.executable, str(ROOT / "scripts" / "keep_results.py"), "demo", "--root", str(root)]

@@ -101,6 +101,26 @@ def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_f
     assert isinstance(load_solver(path, kind="visual").classifier, LeNet)
 
 
+def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():
+    """train_reader trains its CNNs on as many threads as torch has: the nets must not depend on
+    that (each seeds its own weights and draws), or a busy or bigger machine reads differently."""
+    rng = np.random.default_rng(1)
+    images = torch.from_numpy(rng.integers(0, 256, size=(96, 28, 28)).astype(np.uint8))
+    labels = torch.from_numpy(rng.integers(0, K, size=96)).long()
+    threads = torch.get_num_threads()
+    try:
+        readers = []
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            readers.append(train_reader("cnn", images, labels, K, epochs=2, nets=3, seed=5))
+            assert torch.get_num_threads() == n  # restored for the stage's SATNet
+    finally:
+        torch.set_num_threads(threads)
+    one, many = (r.state_dict() for r in readers)
+    assert all(torch.equal(one[k], many[k]) for k in one)
+    assert not torch.equal(one["nets.0.head.weight"], one["nets.1.head.weight"])  # own seeds
+
+
 def test_the_check_hides_each_given_once_and_overrules_a_misreading():
     """SATNet checks every given exactly once, from a pass in which it does not see it; a
     misreading it contradicts is overruled, a reading it cannot judge (uniform) is kept."""
