@@ -11,10 +11,11 @@ section) and trains readers on the training boards' given images with three sour
     truth    the true digits: a supervised ceiling, read for this report only
 
 and two readers (satground.reread.train_reader: `lenet`, a fresh LeNet; `cnn`, the DigitCNN
-ensemble), plus the classifier as trained, and `cnn+trained`: the `cnn` reader and the classifier
-as trained averaged (mean of their probabilities; two architectures, less correlated errors). Per row: label accuracy on the training images,
-reader accuracy on the test images, and the test boards with that reader in front of the run's
-SATNet (exact, every blank right); CPU seconds of the reader's training.
+ensemble), plus the classifier as trained, and `cnn+trained`: the `cnn` reader with the
+classifier as trained kept in it, their probabilities averaged (`reread.keep_classifier`). Per
+row: label accuracy on the training images, reader accuracy on the test images, and the test
+boards with that reader in front of the run's SATNet (exact, every blank right); CPU seconds of
+the reader's training.
 """
 from __future__ import annotations
 
@@ -37,19 +38,6 @@ from satground.reread import pseudo_labels, satnet_votes, train_reader  # noqa: 
 from satground.training import solution_scores  # noqa: E402
 
 
-class MeanReader(torch.nn.Module):
-    """Readers' mean probability; forward gives its log, as a DigitReader's does."""
-
-    def __init__(self, *readers):
-        super().__init__()
-        self.readers = torch.nn.ModuleList(readers)
-        self.n_classes = readers[0].n_classes
-
-    def forward(self, images):
-        probs = [torch.softmax(reader(images), dim=1) for reader in self.readers]
-        return torch.stack(probs).mean(0).clamp_min(1e-12).log()
-
-
 def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     cfg = load_params(run_dir / "params.yaml").reread
@@ -68,9 +56,9 @@ def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
     candidates += [(source, kind, lambda s=source, k=kind: train_reader(
         k, train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed))
         for source in labels for kind in ("lenet", "cnn")]
-    candidates += [(source, "cnn+trained", lambda s=source: MeanReader(train_reader(
-        "cnn", train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed),
-        model.classifier)) for source in ("own", "reread")]
+    candidates += [(source, "cnn+trained", lambda s=source: train_reader(
+        "cnn", train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed,
+        keep=model.classifier)) for source in ("own", "reread")]
     for source, kind, make in candidates:
         if only and f"{source}:{kind}" not in only:
             continue

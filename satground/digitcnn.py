@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .lenet import LeNet
+
 
 def deskew(images: torch.Tensor) -> torch.Tensor:
     """uint8 or float images (N, 28, 28) -> float (N, 1, 28, 28) in [0, 1], slant removed and
@@ -143,21 +145,32 @@ class DigitReader(nn.Module):
     """An ensemble of DigitCNNs reading raw images: deskew, mean softmax of the nets. forward
     returns the log of that mean, so a softmax of it (what VisualSolver applies) gives it back.
     It is trained net by net (train_digit_cnn) and then frozen: its batch norms stay in eval mode
-    under `.train()`, so a later stage that trains around it (the proofreader) cannot move them."""
+    under `.train()`, so a later stage that trains around it (the proofreader) cannot move them.
 
-    def __init__(self, n_classes: int, n_nets: int = 3, width: int = 32, feature_dim: int = 128):
+    With `lenet` it also holds a LeNet (the end-to-end classifier, its weights loaded by the
+    caller) and averages two opinions, half and half: the CNNs' mean probability and the LeNet's."""
+
+    def __init__(self, n_classes: int, n_nets: int = 3, width: int = 32, feature_dim: int = 128,
+                 lenet: bool = False):
         super().__init__()
         self.n_classes = n_classes
         self.config = {"n_nets": n_nets, "width": width, "feature_dim": feature_dim}
+        if lenet:  # only then: a reader without one saves as it did before the option
+            self.config["lenet"] = True
         self.nets = nn.ModuleList(DigitCNN(n_classes, width, feature_dim) for _ in range(n_nets))
+        self.lenet = LeNet(n_classes) if lenet else None
 
     def train(self, mode: bool = True):
         super().train(mode)
         self.nets.eval()
+        if self.lenet is not None:
+            self.lenet.eval()
         return self
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
         x = deskew(images if images.dim() == 3 else images[:, 0])
         probs = torch.stack([F.softmax(net(x), dim=1) for net in self.nets]).mean(0)
+        if self.lenet is not None:
+            probs = (probs + F.softmax(self.lenet(images), dim=1)) / 2
         return probs.clamp_min(1e-12).log()

@@ -211,8 +211,15 @@ class Reread:
     passes: int = knob(10, "passes over the training boards, each releasing other givens", low=1)
     epochs: int = knob(20, "the reader's training epochs", low=1)
     nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
+    keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
+                                 "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
     seed: int = seed_knob("the released givens and the reader's initialisation")
+
+    def check(self, where: str) -> None:
+        if self.keep_classifier and self.reader != "cnn":
+            raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "
+                                f"got {self.reader!r}")
 
 
 @dataclass(frozen=True)

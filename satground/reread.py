@@ -72,21 +72,26 @@ def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
 
 
 def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classes: int,
-                 epochs: int, nets: int, seed: int) -> nn.Module:
+                 epochs: int, nets: int, seed: int, keep: nn.Module | None = None) -> nn.Module:
     """A reader of uint8 images (N, 28, 28) trained on `labels` under affine augmentation
-    (rotation 10 degrees, zoom 10 %, shift 2 pixels): `cnn`, a DigitReader of `nets` CNNs, or
-    `lenet`, a fresh LeNet. Each net trains on one thread, so the same seed gives the same reader
-    on any machine and load; the CNNs train side by side, as many at once as torch has threads."""
+    (rotation 10 degrees, zoom 10 %, shift 2 pixels): `cnn`, a DigitReader of `nets` CNNs (with
+    `keep`, a LeNet classifier, averaged into it unchanged), or `lenet`, a fresh LeNet. Each net
+    trains on one thread, so the same seed gives the same reader on any machine and load; the CNNs
+    train side by side, as many at once as torch has threads."""
+    if keep is not None and kind != "cnn":
+        raise ValueError(f"only a cnn reader keeps the classifier, got {kind!r}")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         if kind == "cnn":
             x = deskew(images)
-            reader = DigitReader(n_classes, nets)
+            reader = DigitReader(n_classes, nets, lenet=keep is not None)
             trained = train_digit_cnns(x, labels, torch.arange(len(x)), n_classes,
                                        [seed * 1000 + m for m in range(nets)], epochs, threads)
             for net, fitted in zip(reader.nets, trained):
                 net.load_state_dict(fitted.state_dict())
+            if keep is not None:
+                reader.lenet.load_state_dict(keep.state_dict())
             return reader.eval()
         if kind == "lenet":
             torch.manual_seed(seed)

@@ -44,7 +44,8 @@ def main(argv=None):
                                               generator)
         labels = pseudo_labels(votes, reading)[train_pool]
         reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
-                              cfg.epochs, cfg.nets, cfg.seed)
+                              cfg.epochs, cfg.nets, cfg.seed,
+                              keep=model.classifier if cfg.keep_classifier else None)
         model = VisualSolver(reader, model.solver)
         info.update({
             "votes_per_image": counts[train_pool].mean().item(),

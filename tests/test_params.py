@@ -72,6 +72,8 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
     ("cluster:\n  seed: 4294967295\n  restarts: 2\n", "exceeds 4294967295"),
     ("train:\n  init_from_ground: 1\n", "'train.init_from_ground' must be bool"),
     ("train:\n  epochs: 3\n  decay_epochs: 4\n", "'train.decay_epochs' (4) exceeds 'train.epochs' (3)"),
+    ("reread:\n  reader: lenet\n  keep_classifier: true\n",
+     "'reread.keep_classifier' needs 'reread.reader: cnn', got 'lenet'"),
     ("satnet:\n  lr: .nan\n", "'satnet.lr' must be a finite number"),
 ])
 def test_bad_values_are_refused_in_one_line_naming_the_key(tmp_path, text, problem):

@@ -1,6 +1,7 @@
 """The re-read step: SATNet's votes reach exactly the released givens, hide them from SATNet,
 and correct a misreading classifier; the new reader survives a solver checkpoint."""
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -99,6 +100,29 @@ def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_f
     # the paper's LeNet still loads as before
     torch.save(checkpoint(VisualSolver(LeNet(K), SymbolicSolver(2, 8, 2))), path)
     assert isinstance(load_solver(path, kind="visual").classifier, LeNet)
+
+
+def test_a_reader_that_keeps_the_classifier_averages_both_and_saves_them(tmp_path):
+    """reread.keep_classifier: the CNNs' mean probability and the end-to-end classifier's, half
+    and half, the classifier's weights unchanged and frozen; the solver file rebuilds it."""
+    rng = np.random.default_rng(2)
+    images = torch.from_numpy(rng.integers(0, 256, size=(64, 28, 28)).astype(np.uint8))
+    labels = torch.from_numpy(rng.integers(0, K, size=64)).long()
+    classifier = LeNet(K)
+    kept = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3, keep=classifier)
+    alone = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3)
+    with torch.no_grad():
+        want = (alone(images).exp() + torch.softmax(classifier(images), 1)) / 2
+        assert torch.allclose(kept(images).exp(), want, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(kept.lenet.parameters(), classifier.parameters()))
+    model = VisualSolver(kept, SymbolicSolver(2, 8, 2))
+    torch.save(checkpoint(model), tmp_path / "solver.pt")
+    again = load_solver(tmp_path / "solver.pt", kind="visual").classifier
+    assert again.lenet is not None and not again.train().lenet.training
+    with torch.no_grad():
+        assert torch.allclose(again(images), kept(images), atol=1e-6)
+    with pytest.raises(ValueError, match="only a cnn reader keeps the classifier"):
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier)
 
 
 def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():
