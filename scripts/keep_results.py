@@ -65,7 +65,8 @@ def machine() -> str:
         flags = field["Flags"].group(1).split()
         units = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
                  if flag in flags]
-        model += ", " + " ".join(units) if units else ""
+        if units:
+            model += ", " + " ".join(units)
     return f"{os.cpu_count()} cores, {model}"
 
 
