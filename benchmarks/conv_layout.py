@@ -1,10 +1,13 @@
-"""Memory layout of the digit classifiers' convolutions on this CPU: NCHW against channels-last.
+"""The digit classifiers' forward + backward on this CPU: the convolutions' memory layout (NCHW
+against channels-last), then the order of ReLU and max-pool (the textbook ReLU-then-pool
+against the nets' pool-then-ReLU, channels-last both).
 
     python benchmarks/conv_layout.py [--repeats 15] [--threads 2]
 
-Times a forward + backward pass of each net at the size a 9x9 pipeline runs it, in both
-layouts, pair by pair in one run (median seconds, ratio), from the same initial weights, and
-prints how far the two layouts' logits (max) and whole gradients (2-norm, relative) differ:
+Times a forward + backward pass of each net at the size a 9x9 pipeline runs it, both variants
+pair by pair in one run (median seconds, ratio), from the same initial weights, and prints how
+far the two variants' logits (max) and whole gradients (2-norm, relative) differ (the two
+orders: 0, bit for bit):
 
     lenet   the end-to-end classifier (satground.lenet.LeNet) on a `train` batch's given cells:
             40 boards x 36 givens = 1,440 images
@@ -28,11 +31,25 @@ from satground.lenet import LeNet  # noqa: E402
 NETS = {"lenet": (lambda: LeNet(9), 1440), "cnn": (lambda: DigitCNN(9), 128)}
 
 
-def step(net: torch.nn.Module, images: torch.Tensor, target: torch.Tensor):
-    """Seconds of one forward + backward, and its logits and gradients."""
+def relu_then_pool(net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """The net's logits with each ReLU before its max-pool (the order both nets had before)."""
+    if isinstance(net, LeNet):
+        x = F.max_pool2d(F.relu(net.conv1(images)), 2)
+        x = F.max_pool2d(F.relu(net.conv2(x)), 2)
+        return net.fc2(F.relu(net.fc1(x.flatten(1))))
+    layers = list(net.body)
+    for i, layer in enumerate(layers[:-1]):
+        if isinstance(layer, torch.nn.MaxPool2d) and isinstance(layers[i + 1], torch.nn.ReLU):
+            layers[i], layers[i + 1] = layers[i + 1], layer
+    return net.head(torch.nn.Sequential(*layers)(images))
+
+
+def step(net: torch.nn.Module, images: torch.Tensor, target: torch.Tensor, forward=None):
+    """Seconds of one forward + backward (`forward(net, images)`, or the net's own), and its
+    logits and gradients."""
     net.zero_grad(set_to_none=True)
     start = time.perf_counter()
-    logits = net(images)
+    logits = forward(net, images) if forward else net(images)
     F.cross_entropy(logits, target).backward()
     seconds = time.perf_counter() - start
     return seconds, logits.detach(), [p.grad.clone() for p in net.parameters()]
@@ -58,6 +75,25 @@ def compare(name: str, repeats: int) -> dict:
             "grad_rel_diff": float((flat(grads_a) - flat(grads_b)).norm() / flat(grads_b).norm())}
 
 
+def compare_order(name: str, repeats: int) -> dict:
+    build, n = NETS[name]
+    torch.manual_seed(0)
+    images, target = torch.rand(n, 1, 28, 28), torch.randint(0, 9, (n,))
+    torch.manual_seed(1)
+    net = build().train()
+    variants = {"relu_first": relu_then_pool, "pool_first": None}
+    times, results = {v: [] for v in variants}, {}
+    for _ in range(repeats + 1):  # pair by pair; the first pair warms up
+        for v, forward in variants.items():
+            seconds, *results[v] = step(net, images, target, forward)
+            times[v].append(seconds)
+    before, after = (statistics.median(times[v][1:]) for v in variants)
+    (out_a, grads_a), (out_b, grads_b) = results.values()
+    identical = torch.equal(out_a, out_b) and all(map(torch.equal, grads_a, grads_b))
+    return {"net": name, "images": n, "relu_first_s": before, "pool_first_s": after,
+            "ratio": before / after, "identical": identical}
+
+
 def flat(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.flatten() for t in tensors])
 
@@ -75,6 +111,12 @@ def main() -> None:
         r = compare(name, args.repeats)
         print(f"| {r['net']} | {r['images']} | {r['nchw_s']:.4f} | {r['channels_last_s']:.4f} | "
               f"{r['ratio']:.2f}x | {r['max_logit_diff']:.1e} | {r['grad_rel_diff']:.1e} |")
+    print("\n| net | images | ReLU then pool s | pool then ReLU s | ratio | logits and gradients |")
+    print("|---|---|---|---|---|---|")
+    for name in NETS:
+        r = compare_order(name, args.repeats)
+        print(f"| {r['net']} | {r['images']} | {r['relu_first_s']:.4f} | {r['pool_first_s']:.4f} | "
+              f"{r['ratio']:.2f}x | {'identical' if r['identical'] else 'DIFFER'} |")
 
 
 if __name__ == "__main__":

@@ -119,6 +119,41 @@ def test_channels_last_layout_is_kept_and_changes_only_rounding(build, tmp_path)
         assert error < (1e-4 if name in head else 5e-2), name
 
 
+def relu_then_pool(net, images):
+    """The textbook order, ReLU then max-pool, over the same layers (what both nets computed
+    before they pooled first)."""
+    F = torch.nn.functional
+    if isinstance(net, lenet.LeNet):
+        x = lenet.image_batch(images)
+        x = F.max_pool2d(F.relu(net.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(net.conv2(x)), 2)
+        return net.fc2(F.relu(net.fc1(x.flatten(1))))
+    layers, x, i = list(net.body), images, 0
+    while i < len(layers):
+        if isinstance(layers[i], torch.nn.MaxPool2d) and isinstance(layers[i + 1], torch.nn.ReLU):
+            x, i = layers[i](layers[i + 1](x)), i + 2
+        else:
+            x, i = layers[i](x), i + 1
+    return net.head(x)
+
+
+@pytest.mark.parametrize("build", [lambda: lenet.LeNet(9), lambda: DigitCNN(9)], ids=["lenet", "cnn"])
+def test_pooling_before_relu_gives_the_textbook_values_and_gradients_bit_for_bit(build):
+    # images with blank background, as MNIST's: the pool windows there tie (a conv of zeros is
+    # its bias), and with a negative bias every value of the window is below 0
+    torch.manual_seed(0)
+    net = build().train()
+    images = torch.rand(64, 1, 28, 28) * (torch.rand(64, 1, 28, 28) < 0.3)
+    target = torch.randint(0, 9, (64,))
+    results = []
+    for forward in (net, lambda x: relu_then_pool(net, x)):
+        net.zero_grad(set_to_none=True)
+        logits = forward(images)
+        torch.nn.functional.cross_entropy(logits, target).backward()
+        results.append([logits.detach()] + [p.grad.clone() for p in net.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
 def tiny_set(copies: int = 16):
     """(images, targets) of synthetic digits 1-4, and a fresh seeded LeNet, Adam and generator."""
     digits = np.tile(np.arange(1, 5), copies)
