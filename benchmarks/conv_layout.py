@@ -55,43 +55,53 @@ def step(net: torch.nn.Module, images: torch.Tensor, target: torch.Tensor, forwa
     return seconds, logits.detach(), [p.grad.clone() for p in net.parameters()]
 
 
-def compare(name: str, repeats: int) -> dict:
+def inputs(name: str):
     build, n = NETS[name]
     torch.manual_seed(0)
-    images, target = torch.rand(n, 1, 28, 28), torch.randint(0, 9, (n,))
-    nets = {}
+    return build, torch.rand(n, 1, 28, 28), torch.randint(0, 9, (n,))
+
+
+def pairs(runs: dict, repeats: int):
+    """Median seconds of each run (a call returning `step`'s triple), timed pair by pair, and
+    each run's last logits and gradients."""
+    times, results = {key: [] for key in runs}, {}
+    for _ in range(repeats + 1):  # the first pair warms up
+        for key, run in runs.items():
+            seconds, *results[key] = run()
+            times[key].append(seconds)
+    return [statistics.median(times[key][1:]) for key in runs], list(results.values())
+
+
+def compare(name: str, repeats: int) -> list:
+    build, images, target = inputs(name)
+    runs = {}
     for layout in (torch.contiguous_format, torch.channels_last):
         torch.manual_seed(1)  # the same initial weights in both layouts
-        nets[layout] = build().to(memory_format=layout).train()
-    times, results = {layout: [] for layout in nets}, {}
-    for _ in range(repeats + 1):  # pair by pair; the first pair warms up
-        for layout, net in nets.items():
-            seconds, *results[layout] = step(net, images, target)
-            times[layout].append(seconds)
-    nchw, last = (statistics.median(times[layout][1:]) for layout in nets)
-    (out_a, grads_a), (out_b, grads_b) = results.values()
-    return {"net": name, "images": n, "nchw_s": nchw, "channels_last_s": last, "ratio": nchw / last,
-            "max_logit_diff": float((out_a - out_b).abs().max()),
-            "grad_rel_diff": float((flat(grads_a) - flat(grads_b)).norm() / flat(grads_b).norm())}
+        net = build().to(memory_format=layout).train()
+        runs[layout] = lambda net=net: step(net, images, target)
+    (nchw, last), ((out_a, grads_a), (out_b, grads_b)) = pairs(runs, repeats)
+    return [name, len(images), f"{nchw:.4f}", f"{last:.4f}", f"{nchw / last:.2f}x",
+            f"{float((out_a - out_b).abs().max()):.1e}",
+            f"{float((flat(grads_a) - flat(grads_b)).norm() / flat(grads_b).norm()):.1e}"]
 
 
-def compare_order(name: str, repeats: int) -> dict:
-    build, n = NETS[name]
-    torch.manual_seed(0)
-    images, target = torch.rand(n, 1, 28, 28), torch.randint(0, 9, (n,))
+def compare_order(name: str, repeats: int) -> list:
+    build, images, target = inputs(name)
     torch.manual_seed(1)
     net = build().train()
-    variants = {"relu_first": relu_then_pool, "pool_first": None}
-    times, results = {v: [] for v in variants}, {}
-    for _ in range(repeats + 1):  # pair by pair; the first pair warms up
-        for v, forward in variants.items():
-            seconds, *results[v] = step(net, images, target, forward)
-            times[v].append(seconds)
-    before, after = (statistics.median(times[v][1:]) for v in variants)
-    (out_a, grads_a), (out_b, grads_b) = results.values()
+    runs = {"relu_first": lambda: step(net, images, target, relu_then_pool),
+            "pool_first": lambda: step(net, images, target)}
+    (before, after), ((out_a, grads_a), (out_b, grads_b)) = pairs(runs, repeats)
     identical = torch.equal(out_a, out_b) and all(map(torch.equal, grads_a, grads_b))
-    return {"net": name, "images": n, "relu_first_s": before, "pool_first_s": after,
-            "ratio": before / after, "identical": identical}
+    return [name, len(images), f"{before:.4f}", f"{after:.4f}", f"{before / after:.2f}x",
+            "identical" if identical else "DIFFER"]
+
+
+def table(header: list[str], rows) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
 
 
 def flat(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -105,18 +115,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} threads, forward + backward, median of {args.repeats}")
-    print("| net | images | NCHW s | channels-last s | ratio | max logit diff | gradient rel diff (2-norm) |")
-    print("|---|---|---|---|---|---|---|")
-    for name in NETS:
-        r = compare(name, args.repeats)
-        print(f"| {r['net']} | {r['images']} | {r['nchw_s']:.4f} | {r['channels_last_s']:.4f} | "
-              f"{r['ratio']:.2f}x | {r['max_logit_diff']:.1e} | {r['grad_rel_diff']:.1e} |")
-    print("\n| net | images | ReLU then pool s | pool then ReLU s | ratio | logits and gradients |")
-    print("|---|---|---|---|---|---|")
-    for name in NETS:
-        r = compare_order(name, args.repeats)
-        print(f"| {r['net']} | {r['images']} | {r['relu_first_s']:.4f} | {r['pool_first_s']:.4f} | "
-              f"{r['ratio']:.2f}x | {'identical' if r['identical'] else 'DIFFER'} |")
+    table(["net", "images", "NCHW s", "channels-last s", "ratio", "max logit diff",
+           "gradient rel diff (2-norm)"], (compare(name, args.repeats) for name in NETS))
+    print()
+    table(["net", "images", "ReLU then pool s", "pool then ReLU s", "ratio", "logits and gradients"],
+          (compare_order(name, args.repeats) for name in NETS))
 
 
 if __name__ == "__main__":
