@@ -1,6 +1,9 @@
 """The Figure 5 report reads the right numbers out of dvc.api.exp_show's rows, and only the
-sweep's own experiments."""
+sweep's own experiments; the paired table (scripts/paired_table.py) reads our rows of results
+tables."""
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -120,3 +123,30 @@ def test_a_folder_that_is_no_record_is_one_line_naming_it(tmp_path, capsys, monk
     assert report.main() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{tmp_path / 'params.yaml'}: not found" in err
+
+
+def results_md(path, reread, reread_check):
+    """A results table as evaluate writes it: a baseline row and two of ours."""
+    head = ("| model | data | proofreader | board_accuracy_pct | blank_board_accuracy_pct | valid_grid_pct |\n"
+            "|:--|:--|:--|:--|:--|:--|\n")
+    rows = [("Original SATNet", "no", 1.0, 2.0), ("Ours + re-read", "no", *reread),
+            ("Ours + re-read + check", "yes", *reread_check)]
+    path.write_text(head + "".join(f"| {m} | ungrounded | {p} | {a} | {b} | 0.0 |\n" for m, p, a, b in rows))
+    return str(path)
+
+
+def test_paired_table_gives_mean_std_and_the_gain_per_seed(tmp_path):
+    off = [results_md(tmp_path / f"off{i}.md", (60 + i, 70), (80, 90 - i)) for i in range(3)]
+    on = [results_md(tmp_path / f"on{i}.md", (62 + 2 * i, 70), (80, 90)) for i in range(3)]
+    script = [sys.executable, str(REPO / "scripts" / "paired_table.py")]
+    out = subprocess.run(script + ["--off", *off, "--on", *on], capture_output=True, text=True, check=True).stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in out.splitlines()[2:]}
+    assert len(rows) == 4  # our two rows x two columns; the baseline's left out
+    assert rows["exact, Ours + re-read, proofreader no"] == ["61.0 +- 1.0", "64.0 +- 2.0", "+2.0, +3.0, +4.0 |"]
+    assert rows["every blank right, Ours + re-read + check, proofreader yes"][2] == "+0.0, +1.0, +2.0 |"
+    bad = subprocess.run(script + ["--off", *off[:2], "--on", *on], capture_output=True, text=True)
+    assert bad.returncode != 0 and "same number of tables" in bad.stderr
+    (tmp_path / "junk.md").write_text("no table here\n")
+    bad = subprocess.run(script + ["--off", off[0], str(tmp_path / "junk.md"), "--on", *on[:2]],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "junk.md: not a results table" in bad.stderr
