@@ -42,7 +42,7 @@ class LeNet(nn.Module):
         """images: uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> logits (N, K)."""
         x = image_batch(images)
         # pool, then ReLU: ReLU is monotone, so values and gradients are those of ReLU then pool,
-        # bit for bit (tests/test_lenet.py), and ReLU touches a quarter of the elements
+        # bit for bit (tests/test_lenet_distill.py), and ReLU touches a quarter of the elements
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = F.relu(self.fc1(x.flatten(1)))

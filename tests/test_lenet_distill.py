@@ -128,13 +128,11 @@ def relu_then_pool(net, images):
         x = F.max_pool2d(F.relu(net.conv1(x)), 2)
         x = F.max_pool2d(F.relu(net.conv2(x)), 2)
         return net.fc2(F.relu(net.fc1(x.flatten(1))))
-    layers, x, i = list(net.body), images, 0
-    while i < len(layers):
-        if isinstance(layers[i], torch.nn.MaxPool2d) and isinstance(layers[i + 1], torch.nn.ReLU):
-            x, i = layers[i](layers[i + 1](x)), i + 2
-        else:
-            x, i = layers[i](x), i + 1
-    return net.head(x)
+    layers = list(net.body)
+    for i, layer in enumerate(layers[:-1]):
+        if isinstance(layer, torch.nn.MaxPool2d) and isinstance(layers[i + 1], torch.nn.ReLU):
+            layers[i], layers[i + 1] = layers[i + 1], layer
+    return net.head(torch.nn.Sequential(*layers)(images))
 
 
 @pytest.mark.parametrize("build", [lambda: lenet.LeNet(9), lambda: DigitCNN(9)], ids=["lenet", "cnn"])
