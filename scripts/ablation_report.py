@@ -105,6 +105,7 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "board_accuracy_proofread": column(run, "boards_pr"),
             "seed": params.get("seed"),
             **{name: column(run, name) for name in BOARD_METRICS},
+            "wall_seconds": column(run, "wall_seconds"), "machine": column(run, "machine"),
         }
         if row["clustering_accuracy"] is not None and row["board_accuracy"] is not None:
             out.append(row)
@@ -126,6 +127,9 @@ def record_row(folder: Path) -> dict:
         row[key] = value
     for metrics in sorted((folder / "metrics").glob("*/metrics.json")):
         row.update(load_json(metrics, "stage metrics"))
+    if (folder / "run.json").is_file():  # the run's wall time and machine, where it was timed
+        run = load_json(folder / "run.json", "run record")
+        row.update({key: run.get(key) for key in ("wall_seconds", "machine")})
     return row
 
 
@@ -184,7 +188,24 @@ def seeds_table(table: pd.DataFrame) -> str:
             spread = f"{values.std():.1f}" if len(values) > 1 else "n/a"
             lines.append(f"| {meaning} (`{name}`) | {values.mean():.1f} +- {spread} | "
                          f"{', '.join(f'{v:.1f}' for v in values)} |")
+    lines += time_row(table)
     return "\n".join(lines) + "\n"
+
+
+def time_row(table: pd.DataFrame) -> list[str]:
+    """The whole run's wall time in minutes (records' run.json), where every run was timed; a
+    mean over different machines says nothing, so then the runs' times stand alone."""
+    if "wall_seconds" not in table or table.wall_seconds.isna().any():
+        return []
+    minutes = table.wall_seconds.astype(float) / 60
+    machines = table.machine.fillna("machine not recorded").unique()
+    if len(machines) == 1:
+        spread = f"{minutes.std():.1f}" if len(minutes) > 1 else "n/a"
+        where, summary = machines[0], f"{minutes.mean():.1f} +- {spread}"
+    else:
+        where, summary = f"{len(machines)} different machines", "n/a"
+    return [f"| whole run, minutes (`run.json`: {where}) | {summary} | "
+            f"{', '.join(f'{m:.1f}' for m in minutes)} |"]
 
 
 def seeds_report(table: pd.DataFrame, csv_path, table_path) -> int:
