@@ -106,6 +106,7 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "seed": params.get("seed"),
             **{name: column(run, name) for name in BOARD_METRICS},
             "wall_seconds": column(run, "wall_seconds"), "machine": column(run, "machine"),
+            **{key: value for key, value in run.items() if key.startswith("seconds:")},
         }
         if row["clustering_accuracy"] is not None and row["board_accuracy"] is not None:
             out.append(row)
@@ -130,6 +131,8 @@ def record_row(folder: Path) -> dict:
     if (folder / "run.json").is_file():  # the run's wall time and machine, where it was timed
         run = load_json(folder / "run.json", "run record")
         row.update({key: run.get(key) for key in ("wall_seconds", "machine")})
+    for timing in sorted((folder / "metrics").glob("*/timing.json")):  # satground.tracking's
+        row[f"seconds:{timing.parent.name}"] = load_json(timing, "stage timing")["seconds"]
     return row
 
 
@@ -188,24 +191,27 @@ def seeds_table(table: pd.DataFrame) -> str:
             spread = f"{values.std():.1f}" if len(values) > 1 else "n/a"
             lines.append(f"| {meaning} (`{name}`) | {values.mean():.1f} +- {spread} | "
                          f"{', '.join(f'{v:.1f}' for v in values)} |")
-    lines += time_row(table)
+    lines += time_rows(table)
     return "\n".join(lines) + "\n"
 
 
-def time_row(table: pd.DataFrame) -> list[str]:
-    """The whole run's wall time in minutes (records' run.json), where every run was timed; a
-    mean over different machines says nothing, so then the runs' times stand alone."""
+def time_rows(table: pd.DataFrame) -> list[str]:
+    """The whole run's wall time in minutes (records' run.json), where every run was timed, and
+    each stage's seconds (metrics/<stage>/timing.json); a mean over different machines says
+    nothing, so then only the runs' times stand, without the stages."""
     if "wall_seconds" not in table or table.wall_seconds.isna().any():
         return []
-    minutes = table.wall_seconds.astype(float) / 60
     machines = table.machine.fillna("machine not recorded").unique()
-    if len(machines) == 1:
-        spread = f"{minutes.std():.1f}" if len(minutes) > 1 else "n/a"
-        where, summary = machines[0], f"{minutes.mean():.1f} +- {spread}"
-    else:
-        where, summary = f"{len(machines)} different machines", "n/a"
-    return [f"| whole run, minutes (`run.json`: {where}) | {summary} | "
-            f"{', '.join(f'{m:.1f}' for m in minutes)} |"]
+    if len(machines) > 1:
+        return [f"| whole run, minutes (`run.json`: {len(machines)} different machines) | n/a | "
+                f"{', '.join(f'{m:.1f}' for m in table.wall_seconds.astype(float) / 60)} |"]
+    times = {f"whole run, minutes (`run.json`: {machines[0]})": table.wall_seconds.astype(float) / 60}
+    stages = [key for key in table.columns if key.startswith("seconds:") and table[key].notna().all()]
+    times.update({f"stage `{key.split(':', 1)[1]}`, seconds": table[key].astype(float)  # longest first
+                  for key in sorted(stages, key=lambda key: -table[key].astype(float).mean())})
+    return [f"| {what} | {values.mean():.1f} +- {values.std():.1f} | {', '.join(f'{v:.1f}' for v in values)} |"
+            if len(values) > 1 else f"| {what} | {values.iloc[0]:.1f} | {values.iloc[0]:.1f} |"
+            for what, values in times.items()]
 
 
 def seeds_report(table: pd.DataFrame, csv_path, table_path) -> int:

@@ -117,16 +117,23 @@ def test_seeds_sweep_reads_kept_records_from_other_clones(tmp_path):
     assert "| exact, as trained (`boards`) | 70.0 +- 14.1 | 60.0, 80.0 |" in text
 
 
-def test_seeds_table_gives_the_wall_time_of_timed_records_on_one_machine(tmp_path):
+def test_seeds_table_gives_the_times_of_timed_records_on_one_machine(tmp_path):
     folders = [record(tmp_path / f"seed{seed}", seed, 0.6) for seed in range(3)]
     for folder, seconds in zip(folders, (1800, 1680, 1920)):
         (folder / "run.json").write_text(f'{{"wall_seconds": {seconds}, "machine": "AMD EPYC"}}')
     rows = lambda: report.rows([report.record_row(f) for f in folders], "seeds", KEYS)  # noqa: E731
     text = report.seeds_table(report.pd.DataFrame(rows()))
     assert "| whole run, minutes (`run.json`: AMD EPYC) | 30.0 +- 2.0 | 30.0, 28.0, 32.0 |" in text
+    assert "stage" not in text  # no record has a stage's timing.json
+    for folder, seconds in zip(folders, (800, 820, 840)):
+        (folder / "metrics" / "train" / "timing.json").parent.mkdir()
+        (folder / "metrics" / "train" / "timing.json").write_text(f'{{"seconds": {seconds}}}')
+    text = report.seeds_table(report.pd.DataFrame(rows()))
+    assert "| stage `train`, seconds | 820.0 +- 20.0 | 800.0, 820.0, 840.0 |" in text
     (folders[2] / "run.json").write_text('{"wall_seconds": 1920, "machine": "Xeon"}')
     text = report.seeds_table(report.pd.DataFrame(rows()))
     assert "| whole run, minutes (`run.json`: 2 different machines) | n/a | 30.0, 28.0, 32.0 |" in text
+    assert "stage" not in text
     (folders[2] / "run.json").write_text('{"machine": "Xeon"}')  # a partial run: no wall time
     assert "whole run" not in report.seeds_table(report.pd.DataFrame(rows()))
 
