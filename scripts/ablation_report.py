@@ -181,6 +181,13 @@ def main():
     return 0
 
 
+def table_row(what: str, values: pd.Series, summary: str | None = None) -> str:
+    """One row of the seeds table: `what`, the mean +- sample std (or `summary`), each run's value."""
+    if summary is None:
+        summary = f"{values.mean():.1f} +- {values.std():.1f}" if len(values) > 1 else f"{values.mean():.1f} +- n/a"
+    return f"| {what} | {summary} | {', '.join(f'{v:.1f}' for v in values)} |"
+
+
 def seeds_table(table: pd.DataFrame) -> str:
     """Markdown: each board metric's mean +- sample std in % over the runs, and the runs' values."""
     lines = [f"| test boards, % | mean +- std over {len(table)} seeds | per seed ({', '.join(str(int(seed)) for seed in table.seed)}) |",
@@ -188,9 +195,7 @@ def seeds_table(table: pd.DataFrame) -> str:
     for name, meaning in BOARD_METRICS.items():
         values = 100 * table[name].dropna().astype(float)
         if len(values) == len(table):
-            spread = f"{values.std():.1f}" if len(values) > 1 else "n/a"
-            lines.append(f"| {meaning} (`{name}`) | {values.mean():.1f} +- {spread} | "
-                         f"{', '.join(f'{v:.1f}' for v in values)} |")
+            lines.append(table_row(f"{meaning} (`{name}`)", values))
     lines += time_rows(table)
     return "\n".join(lines) + "\n"
 
@@ -201,17 +206,14 @@ def time_rows(table: pd.DataFrame) -> list[str]:
     nothing, so then only the runs' times stand, without the stages."""
     if "wall_seconds" not in table or table.wall_seconds.isna().any():
         return []
+    minutes = table.wall_seconds.astype(float) / 60
     machines = table.machine.fillna("machine not recorded").unique()
     if len(machines) > 1:
-        return [f"| whole run, minutes (`run.json`: {len(machines)} different machines) | n/a | "
-                f"{', '.join(f'{m:.1f}' for m in table.wall_seconds.astype(float) / 60)} |"]
-    times = {f"whole run, minutes (`run.json`: {machines[0]})": table.wall_seconds.astype(float) / 60}
+        return [table_row(f"whole run, minutes (`run.json`: {len(machines)} different machines)", minutes, "n/a")]
     stages = [key for key in table.columns if key.startswith("seconds:") and table[key].notna().all()]
-    times.update({f"stage `{key.split(':', 1)[1]}`, seconds": table[key].astype(float)  # longest first
-                  for key in sorted(stages, key=lambda key: -table[key].astype(float).mean())})
-    return [f"| {what} | {values.mean():.1f} +- {values.std():.1f} | {', '.join(f'{v:.1f}' for v in values)} |"
-            if len(values) > 1 else f"| {what} | {values.iloc[0]:.1f} | {values.iloc[0]:.1f} |"
-            for what, values in times.items()]
+    return [table_row(f"whole run, minutes (`run.json`: {machines[0]})", minutes)] + [
+        table_row(f"stage `{key.split(':', 1)[1]}`, seconds", table[key].astype(float))  # longest first
+        for key in sorted(stages, key=lambda key: -table[key].astype(float).mean())]
 
 
 def seeds_report(table: pd.DataFrame, csv_path, table_path) -> int:
