@@ -30,7 +30,7 @@ ground batch_size).
 
 Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4):
 
-    # seed 0: the finished cpu9 run's data
+    # seed 0: the finished run's data (the profile then named cpu9, now cpu9_rules: `peers` clusters)
     mkdir -p /tmp/sgl/cpu9_seed0 && cp -r /tmp/cpu9run/data/prepared /tmp/sgl/cpu9_seed0/ \
         && cp /tmp/cpu9run/models/lenet.pt /tmp/sgl/cpu9_seed0/
     # screening on seed 0, 3,000 training boards
@@ -43,7 +43,7 @@ Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4
     python benchmarks/grounding_losses.py --plot [--only-tag screen]
 
 Data for seeds 1-4 (prepare, cluster, distill with data/cluster/distill seeds = S on the cpu9
-profile) come from the stages exactly as benchmarks/grounding_seeds.py runs them; 4x4: the same
+profile of the time, now cpu9_rules) come from the stages exactly as benchmarks/grounding_seeds.py runs them; 4x4: the same
 with the default profile.
 """
 from __future__ import annotations

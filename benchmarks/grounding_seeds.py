@@ -1,8 +1,8 @@
 """Grounding robustness over seeds: the stages up to `ground` at 9x9, each seed changed together.
 
-    python benchmarks/grounding_seeds.py --profile cpu9 --seeds 0 1 2 3 4 \
-        --out results/cpu9/grounding_seeds.jsonl
-    python benchmarks/grounding_seeds.py --table results/cpu9/grounding_seeds.jsonl
+    python benchmarks/grounding_seeds.py --profile cpu9_rules --seeds 0 1 2 3 4 \
+        --out results/cpu9_rules/grounding_seeds.jsonl
+    python benchmarks/grounding_seeds.py --table results/cpu9_rules/grounding_seeds.jsonl
 
 For each seed S it runs the real `prepare`, `cluster`, `distill` and `ground` stages on the
 profile's params with data.seed = cluster.seed = distill.seed = seed = S (other boards, other
@@ -11,7 +11,7 @@ stage kept, and the Symbol Grounding Loss's own, against the truth: the Hungaria
 the classifier's clusters to the true digits of the training images (truth read here, for this
 report only; the stages never read it). One JSON line per seed.
 
-    python benchmarks/grounding_seeds.py --run-dir . --profile cpu9_rulefree --out FILE
+    python benchmarks/grounding_seeds.py --run-dir . --profile cpu9 --out FILE
 
 reports the same for a finished `dvc repro` workspace (its data/, models/ and metrics/).
 """
@@ -100,7 +100,7 @@ def grounding_report(folder: Path, layout: dict) -> dict:
     saved = load_permutation(files["permutation"], cluster["n_clusters"])
     truth = true_permutation(files["prepared"], files["lenet"])
     return {"cluster_method": cluster["method"],
-            "cluster_test_accuracy": cluster["test_accuracy"], "lenet_test_accuracy": distill["test_accuracy"],
+            "cluster_dev_accuracy": cluster["dev_accuracy"], "lenet_dev_accuracy": distill["dev_accuracy"],
             "ground_val_output_cell_accuracy": ground["val_blank_cells"],
             "ground_best_epoch": ground["best_epoch"], "permutation_source": saved["source"],
             "permutation_right": saved["permutation"].tolist() == truth,
@@ -140,14 +140,15 @@ def table(path: Path) -> str:
     def minutes(row):
         return "n/a" if row["cpu_seconds"] is None else f"{row['cpu_seconds'] / 60:.1f}"
 
-    def pct(row, key):
+    def pct(row, key, older=None):  # older: the key in records before the dev split
+        key = key if key in row or older is None else older
         return f"{100 * row[key]:.1f}" if key in row else "n/a"
 
-    out = ["| seed | clustering, test % | LeNet, test % | grounding, val blank cells % | test blank cells % | "
+    out = ["| seed | clustering, dev % | LeNet, dev % | grounding, val blank cells % | test blank cells % | "
            "test all cells % (authors') | arg max a permutation | permutation kept | the loss's own | "
            "from peer labels | CPU min |", "|---" * 11 + "|"]
     for r in sorted(rows, key=lambda r: r["seed"]):
-        out.append(f"| {r['seed']} | {pct(r, 'cluster_test_accuracy')} | {pct(r, 'lenet_test_accuracy')} | "
+        out.append(f"| {r['seed']} | {pct(r, 'cluster_dev_accuracy', 'cluster_test_accuracy')} | {pct(r, 'lenet_dev_accuracy', 'lenet_test_accuracy')} | "
                    f"{pct(r, 'ground_val_output_cell_accuracy')} | {pct(r, 'test_blank_cells')} | "
                    f"{pct(r, 'test_all_cells_authors')} | "
                    f"{'yes' if r.get('argmax_is_permutation') else 'no'} | {mark(r['permutation_right'])} "

@@ -1,7 +1,7 @@
 """Misread givens at 9x9 (issue 25): which test-time variant lets reasoning overrule a misreading?
 
-    python benchmarks/misreadings.py --run-dir /path/to/finished/run --out results/cpu9/misreadings.jsonl
-    python benchmarks/misreadings.py --table results/cpu9/misreadings.jsonl
+    python benchmarks/misreadings.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/misreadings.jsonl
+    python benchmarks/misreadings.py --table results/cpu9_rules/epochs14/misreadings.jsonl
 
 Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, models/solver_proofread.pt)
 and scores the test boards under each variant, nothing retrained:

@@ -1,7 +1,7 @@
 """SATNet's random starts at test time (issue 25): one start against the mean of several.
 
-    python benchmarks/random_starts.py --run-dir /path/to/finished/run --out results/cpu9/random_starts.jsonl
-    python benchmarks/random_starts.py --table results/cpu9/random_starts.jsonl
+    python benchmarks/random_starts.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/random_starts.jsonl
+    python benchmarks/random_starts.py --table results/cpu9_rules/epochs14/random_starts.jsonl
 
 SATNet's forward pass draws random unit vectors to start the mixing method from, so two passes
 on one board can end in different local optima of the relaxation. This scores the `evaluate`

@@ -2,6 +2,11 @@
 
 Files under the prepared root (K = board_size**2 digits, C = board_size**4 cells):
 
+Splits: train (the boards the method learns from), dev (the development split: every per-epoch
+curve, early stopping, threshold and design choice is scored on it) and test (read by `evaluate`
+alone, and by the baselines once at their end). Each split draws its digit images from its own
+pool, disjoint from the others'.
+
     {split}.pt            the ungrounded view, the only board file training code reads:
                           board_size, images uint8 (P, 28, 28) (the split's shuffled image pool),
                           cell_image int64 (N, C) (pool index at given cells, -1 at blanks),
@@ -23,7 +28,7 @@ from scipy.sparse import coo_matrix
 from .io import PipelineError, load_torch, save_all
 from .sudoku import conflicting_boards, peers, valid_grids
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "dev", "test")
 
 
 @dataclass
@@ -51,12 +56,13 @@ class Boards:
 
 
 def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, test_fraction: float,
-                      seed: int, where: str = "params.yaml") -> dict:
-    """Split the images of digits 1..K into disjoint train/test pools.
+                      seed: int, where: str = "params.yaml", dev_fraction: float | None = None) -> dict:
+    """Split the images of digits 1..K into disjoint train, test and (given a dev_fraction) dev pools.
 
-    Byte-identical images are kept once, so no image can land in both pools. Within each digit
-    a `test_fraction` share goes to the test pool. Each pool is shuffled, so an image's index
-    says nothing about its digit. Returns {split: (images uint8 (P, 28, 28), labels uint8 (P,))}.
+    Byte-identical images are kept once, so no image can land in two pools. Within each digit a
+    `test_fraction` share goes to the test pool, then a `dev_fraction` share to the dev pool, the
+    rest to train. Each pool is shuffled, so an image's index says nothing about its digit.
+    Returns {split: (images uint8 (P, 28, 28), labels uint8 (P,))}.
     """
     K = board_size ** 2
     keep = (labels >= 1) & (labels <= K)
@@ -65,22 +71,26 @@ def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, t
     first = np.sort(first)
     images, labels = images[first], labels[first]
 
+    held_out = {"test": test_fraction, **({"dev": dev_fraction} if dev_fraction is not None else {})}
     rng = np.random.default_rng(seed)
-    chosen = {split: [] for split in SPLITS}
+    chosen = {split: [] for split in ("train", *held_out)}
     for digit in range(1, K + 1):
         idx = rng.permutation(np.flatnonzero(labels == digit))
-        if len(idx) < 2:
+        if len(idx) < len(chosen):
             raise PipelineError(f"MNIST digits: {len(idx)} image(s) of digit {digit}; boards of {K} digits "
-                                f"need at least two of each of 1..{K} (a train and a test image)")
-        n_test = int(round(test_fraction * len(idx)))
-        if n_test == 0 or n_test == len(idx):
-            raise PipelineError(f"{where}: 'data.test_image_fraction' = {test_fraction} leaves digit "
-                                f"{digit} ({len(idx)} images) without train or test images")
-        chosen["test"].append(idx[:n_test])
-        chosen["train"].append(idx[n_test:])
+                                f"need at least {len(chosen)} of each of 1..{K} (one per split)")
+        start = 0
+        for split, fraction in held_out.items():
+            n = int(round(fraction * len(idx)))
+            if n == 0 or start + n >= len(idx):
+                raise PipelineError(f"{where}: 'data.{split}_image_fraction' = {fraction} leaves digit "
+                                    f"{digit} ({len(idx)} images) without {split} or train images")
+            chosen[split].append(idx[start:start + n])
+            start += n
+        chosen["train"].append(idx[start:])
     pools = {}
-    for split in SPLITS:
-        idx = rng.permutation(np.concatenate(chosen[split]))
+    for split, parts in chosen.items():
+        idx = rng.permutation(np.concatenate(parts))
         pools[split] = (images[idx], labels[idx])
     return pools
 

@@ -2,8 +2,10 @@
 
 The schema is the dataclasses below, one per params.yaml section. A stage reads its params file
 once with `load_params(path)` and uses its own section (`params.train.epochs`): every value is
-checked on load (type, bounds, choices, unknown keys with the nearest known name), and a key the
-file omits takes the default written here, so no stage script holds a default.
+checked on load (type, bounds, choices, unknown keys with the nearest known name; across keys by
+a section's `check`, e.g. `Params.check`: a setting that reads the Sudoku rules needs
+`rule_aware`), and a key the file omits takes the default written here, so no stage script holds
+a default.
 
 Profiles (profiles/*.yaml) hold only what they change; `python scripts/profile.py NAME` writes
 params.yaml as these defaults with that profile laid over them (`compose`), one comment of
@@ -77,7 +79,12 @@ class Data:
     board_size: int = knob(2, "2: 4x4 boards (digits 1-4); 3: 9x9 boards (digits 1-9)", choices=(2, 3))
     seed: int = seed_knob("puzzles, image pools and the images drawn for each cell")
     n_train: int = knob(2000, "training boards", low=1)
-    n_test: int = knob(500, "test boards", low=1)
+    n_dev: int = knob(200, "development boards: every curve, early stop and choice is scored on them",
+                      low=1)
+    n_test: int = knob(500, "test boards: read by evaluate alone (and the baselines' final scores)",
+                       low=1)
+    dev_image_fraction: float = knob(0.1, "share of each digit's images kept for the dev boards",
+                                     low=0.0, high=1.0)
     test_image_fraction: float = knob(0.2, "share of each digit's images kept for the test boards",
                                       low=0.0, high=1.0)
     givens: Givens = section(Givens, "givens per puzzle")
@@ -100,8 +107,8 @@ class Data:
 
 @dataclass(frozen=True)
 class Cluster:
-    method: str = knob("peers", "peers (images + Sudoku cannot-links; ours) | selflabel (images "
-                       "only; ours) | umap | spectral | infogan (the paper's)",
+    method: str = knob("selflabel", "selflabel (images only; ours) | peers (images + Sudoku "
+                       "cannot-links; ours, needs rule_aware) | umap | spectral | infogan (the paper's)",
                        choices=("peers", "selflabel", "umap", "spectral", "infogan"))
     n_neighbors: int = knob(10, "peers, selflabel, umap, spectral: neighbours in the similarity graph",
                             low=2)
@@ -115,8 +122,8 @@ class Cluster:
     cont_weight: float = knob(0.1, "infogan: weight of the continuous codes' loss", low=0.0)
     checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
                                  low=1)
-    restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept",
-                         low=1, high=100)
+    restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept "
+                         "(> 1 reads the Sudoku rules: needs rule_aware)", low=1, high=100)
     seed: int = seed_knob("the clusterer's seed")
 
     def check(self, where: str) -> None:
@@ -181,9 +188,10 @@ class Ground:
                                low=0.0, high=0.9)
     assignment: str = knob("hungarian", "P_hat -> permutation: hungarian | argmax (the authors')",
                            choices=("argmax", "hungarian"))
-    align_inputs: bool = knob(True, "relabel outputs -> inputs from peer givens (label free; ours)")
+    align_inputs: bool = knob(False, "relabel outputs -> inputs from peer givens (label free; ours, "
+                              "needs rule_aware)")
     permutation: str = knob("loss", "loss: from P_hat (the paper) | peers: givens' clusters against "
-                            "peer output labels (ours)", choices=("loss", "peers"))
+                            "peer output labels (ours, needs rule_aware)", choices=("loss", "peers"))
 
 
 @dataclass(frozen=True)
@@ -260,9 +268,16 @@ class ErrorInjection:
     batch_size: int = knob(100, "boards per batch", low=1)
 
 
+# the clusterers that read the Sudoku rules (satground.clustering: their `reads_peers`)
+RULE_READING_CLUSTERERS = ("peers",)
+
+
 @dataclass(frozen=True)
 class Params:
     seed: int = seed_knob("SATNet stages: ground, train, proofread, baselines, evaluate")
+    rule_aware: bool = knob(False, "whether anything before end-to-end training (clusterer, restart "
+                            "selection, permutation, input alignment) may read the Sudoku rules "
+                            "(ours); false: images and the Symbol Grounding Loss alone (the paper's claim)")
     data: Data = section(Data, "stage prepare: boards from puzzles and digit images")
     cluster: Cluster = section(Cluster, "stage cluster: the given-cell images, without labels")
     distill: Distill = section(Distill, "stage distill: LeNet learns the clusters")
@@ -277,6 +292,38 @@ class Params:
     error_injection: ErrorInjection = section(ErrorInjection, "stage error_injection")
 
     source: typing.ClassVar[str] = "params.yaml"  # the file, in messages (set per instance on load)
+
+    def rule_reading(self) -> list[tuple[str, str]]:
+        """The settings that read the Sudoku rules before end-to-end training, each as
+        ('key: value', why); empty for the rule-free configuration."""
+        found = []
+        if self.cluster.method in RULE_READING_CLUSTERERS:
+            found.append((f"cluster.method: {self.cluster.method}", "cannot-links between peer givens"))
+        if self.cluster.restarts > 1:
+            found.append((f"cluster.restarts: {self.cluster.restarts}",
+                          "the restart with the fewest peer conflicts is kept"))
+        if self.ground.permutation == "peers":
+            found.append(("ground.permutation: peers", "givens' clusters against peer output labels"))
+        if self.ground.align_inputs:
+            found.append(("ground.align_inputs: true", "outputs against their peer givens"))
+        return found
+
+    def configuration(self) -> str:
+        """What the results rows call this run: rule-aware (our additions that read the rules
+        before end-to-end training), the paper's mechanism (none of our additions), or rule-free
+        (our additions that read no rule)."""
+        if self.rule_aware:
+            return "rule-aware"
+        paper = (self.cluster.method == "infogan" and self.ground.loss == "paper"
+                 and self.ground.approxmax == "l2" and self.train.decay_epochs == 0
+                 and self.reread.reader == "none" and self.evaluate.check_folds == 0)
+        return "paper's mechanism" if paper else "rule-free"
+
+    def check(self, where: str) -> None:
+        if not self.rule_aware and self.rule_reading():
+            setting, why = self.rule_reading()[0]
+            raise PipelineError(f"{where}: '{setting}' reads the Sudoku rules ({why}), but "
+                                f"'rule_aware' is false")
 
 
 # --- reading and checking -------------------------------------------------------------------

@@ -143,7 +143,7 @@ def grounding_epoch_metrics(model: nn.Module, val: Boards, perm: torch.Tensor, b
 
 
 def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: torch.device,
-                     desc: str = "test") -> dict[str, float]:
+                     desc: str = "dev") -> dict[str, float]:
     """output_metrics of the model's arg max predictions on `boards`."""
     probs = predict(model, boards, batch_size, device, desc=desc)
     return output_metrics(predicted_digits(probs, boards.n_digits), boards)
@@ -153,7 +153,7 @@ def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, ba
                     device: torch.device, perm: torch.Tensor | None = None,
                     output_perm: torch.Tensor | None = None) -> dict[str, float]:
     """metrics.board_metrics of the model's predictions against the true full solutions
-    (N, C): for the stages that report final test scores, never for training. A model that
+    (N, C): for final test scores (evaluate, the baselines at their end), never for training. A model that
     speaks clusters (the grounding phase's) is read through `perm` at given cells and
     `output_perm` at the others (perm everywhere when output_perm is None)."""
     probs = predict(model, boards, batch_size, device)
@@ -199,14 +199,14 @@ class EarlyStopping:
         self.best, self.waited, self.last_epoch = state["best"], state["waited"], state["last_epoch"]
 
 
-def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Optimizer,
+def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Optimizer,
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
         generator: torch.Generator, report=None, desc: str = "epoch", prefix: str = "",
         resume_dir=None, evaluate: Callable[[], dict] | None = None,
         stopping: EarlyStopping | None = None, identity: tuple = (), carry: tuple = (),
         decay_epochs: int = 0) -> dict[str, float]:
     """The training loop of every SATNet stage: up to `epochs` passes over `train`, each scored
-    by `evaluate()` (default: the test boards' blank cells, so no input-cell label is read),
+    by `evaluate()` (default: the dev boards' blank cells, so no input-cell label is read),
     ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
     (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
     continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
@@ -215,7 +215,7 @@ def fit(model: nn.Module, train: Boards, test: Boards, optimizer: torch.optim.Op
     epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`)."""
     if evaluate is None:
         def evaluate():
-            return {f"test_{k}": v for k, v in evaluate_outputs(model, test, batch_size, device).items()}
+            return {f"dev_{k}": v for k, v in evaluate_outputs(model, dev, batch_size, device, "dev").items()}
     scheduler = None
     if decay_epochs:
         scheduler = linear_decay(optimizer, epochs, decay_epochs, math.ceil(len(train) / batch_size))

@@ -49,7 +49,7 @@ def column(row: dict, name: str):
 
 
 # the params each sweep varies (prefixes); its experiments agree with the workspace elsewhere
-SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster."), "mislabel": ("distill.mislabel",),
+SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster.", "rule_aware"), "mislabel": ("distill.mislabel",),
           "boundary_shift": ("distill.boundary_shift",),
           "seeds": ("seed", "data.seed", "cluster.seed", "distill.seed", "reread.seed")}
 

@@ -30,7 +30,8 @@ from satground.metrics import markdown_table  # noqa: E402
 PERMUTATION = "models/permutation.json"
 RECORD = {"params.yaml", "dvc.lock", "permutation.json", "metrics", "plots", "run.json", "summary.md"}
 RESULT_COLUMNS = {  # results.csv column -> summary heading
-    "model": "model", "data": "data", "proofreader": "proofreader",
+    "model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
+    "proofreader": "proofreader",
     "board_accuracy_pct": "board, exact %", "blank_board_accuracy_pct": "board, blank cells %",
     "valid_grid_pct": "valid grid %", "cell_accuracy_pct": "per cell %",
     "visual_accuracy_pct": "visual %", "paper_board_pct": "paper board %",
@@ -106,7 +107,7 @@ def summary(root: Path, run: dict) -> str:
         f"Commit {run['commit']}, {run['machine']}; "
         + (f"`dvc repro` wall time {int(wall // 60)} min {wall % 60:.0f} s, peak RSS "
            f"{run['peak_rss_mb'] / 1024:.2f} GB." if wall is not None else "wall time not recorded."),
-        f"{prepare['n_train']} training / {prepare['n_test']} test boards, {K} digits "
+        f"{prepare['n_train']} training / {prepare.get('n_dev', 0)} dev / {prepare['n_test']} test boards, {K} digits "
         f"({prepare['image_source']} images). Written by `python scripts/keep_results.py`.",
         "",
         "## Test boards",
@@ -117,9 +118,8 @@ def summary(root: Path, run: dict) -> str:
         "",
         "| step | figure |",
         "|---|---|",
-        f"| clustering (`{cluster['method']}`), no labels | {pct(cluster['train_accuracy'])} % train / "
-        f"{pct(cluster['test_accuracy'])} % test images |",
-        f"| distilled LeNet | {pct(distill['test_accuracy'])} % test images |",
+        f"| clustering (`{cluster['method']}`), no labels | {pct(cluster['dev_accuracy'])} % dev images |",
+        f"| distilled LeNet | {pct(distill['dev_accuracy'])} % dev images |",
         f"| grounding phase, blank cells (chance {100 / K:.1f} %) | {pct(ground['val_blank_cells'])} % "
         f"validation (best epoch {ground['best_epoch']} of {ground['epochs_run']}), "
         f"{pct(phase['phase_output_cell_accuracy'])} % test |",
@@ -131,13 +131,13 @@ def summary(root: Path, run: dict) -> str:
     if (metrics / "reread" / "info.json").is_file():  # runs before the re-read stage have none
         reread = info("reread")
         lines += ["## Re-reading after training", "", "| step | figure |", "|---|---|",
-                  f"| classifier after end-to-end training | {pct(reread['classifier_test_accuracy'])} % "
-                  "test images |"]
+                  f"| classifier after end-to-end training | {pct(reread['classifier_dev_accuracy'])} % "
+                  "dev images |"]
         if reread["reader"] != "none":
-            lines += [f"| SATNet's votes on released training givens | {pct(reread['pseudo_label_accuracy'])} % "
-                      f"of training images right ({reread['votes_per_image']:.1f} votes each) |",
-                      f"| new reader (`{reread['reader']}`) | {pct(reread['reader_test_accuracy'])} % "
-                      "test images |"]
+            lines += [f"| SATNet's votes on released training givens | {pct(reread['pseudo_labels_changed'])} % "
+                      f"of the classifier's readings overruled ({reread['votes_per_image']:.1f} votes an image) |",
+                      f"| new reader (`{reread['reader']}`) | {pct(reread['reader_dev_accuracy'])} % "
+                      "dev images |"]
         lines.append("")
     injection = metrics / "error_injection.md"
     if injection.exists():

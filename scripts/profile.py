@@ -1,4 +1,5 @@
-"""Switch the parameter profile: python scripts/profile.py NAME  (default, cpu9, paper, smoke)
+"""Switch the parameter profile: python scripts/profile.py NAME  (default, cpu9, cpu9_rules,
+cpu9_paper, paper, smoke: profiles/NAME.yaml's header says what each is)
 
 Writes params.yaml (the file every stage reads) as the defaults of satground/params.py with
 profiles/NAME.yaml's changes laid over them; `default` is the defaults alone. Then `dvc repro`,

@@ -1,6 +1,7 @@
 """Baseline: non-visual Sudoku, the original SATNet given the input digits as symbols (one-hot),
 trained with BCE on the output cells; then a proofreader trained on top with SATNet frozen.
-Both are scored on the test boards against the full solution, and saved for error injection.
+Per-epoch curves on the dev boards; both are scored once, after training, on the test boards
+against the full solution, and saved for error injection.
 """
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ def main(argv=None):
     generator = seed_everything(params.seed)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
-    test = load_boards(args.prepared, "test", view="grounded", like=train)
+    dev = load_boards(args.prepared, "dev", view="grounded", like=train)
 
     model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
     optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
-    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs,
+    last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc="non-visual SATNet",
                           resume_dir=args.resume_dir)}
+    test = load_boards(args.prepared, "test", view="grounded", like=train)  # final scores only
     scores = {"no_proofreader": solution_scores(model, test, test.labels, cfg.batch_size, device)}
     # saved with the proofread model at the end: an interrupted run leaves neither, never one
     # model of this run beside one of an earlier run
@@ -46,7 +48,7 @@ def main(argv=None):
 
     optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
     model.to(device)
-    last["proofread"] = fit(model, train, test, optimizer, bce_loss(on_inputs=False),
+    last["proofread"] = fit(model, train, dev, optimizer, bce_loss(on_inputs=False),
                             cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                             desc="non-visual proofread", prefix="proofread/",
                             resume_dir=args.resume_dir)

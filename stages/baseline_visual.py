@@ -1,7 +1,8 @@
 """Baseline: the original visual SATNet (Wang et al. 2019), LeNet + SATNet trained end to end
 from scratch, on grounded boards (input labels leak to LeNet through SATNet) or on ungrounded
 ones (expected to fail, Chang et al. 2020). Optionally a proofreader is trained on top, on the
-ungrounded boards as the paper does. Scored on the test boards against the full solution.
+ungrounded boards as the paper does. Per-epoch curves on the dev boards; scored once, at the
+end, on the test boards against the full solution.
 """
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ from satground.losses import bce_loss
 from satground.training import fit, solution_scores
 
 
+def test_boards(root, train):
+    """The test boards and their full solutions, read once the training is over: final scores only."""
+    test = load_boards(root, "test", like=train)
+    return test, load_boards(root, "test", view="grounded", like=train).labels
+
+
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "model-out", "metrics-out", "resume-dir"], argv,
                            extra=lambda p:
@@ -31,8 +38,7 @@ def main(argv=None):
 
     generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train", view=args.view)
-    test = load_boards(args.prepared, "test", like=train)  # ungrounded: per-epoch scores on output cells
-    solution = load_boards(args.prepared, "test", view="grounded", like=train).labels  # final scores only
+    dev = load_boards(args.prepared, "dev", like=train)  # ungrounded: per-epoch scores on output cells
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
@@ -44,16 +50,17 @@ def main(argv=None):
         {"params": model.classifier.parameters(), "lr": cfg.classifier_lr},
     ])
     report = StageReport(args.metrics_out)
-    last = {"satnet": fit(model, train, test, optimizer, bce_loss(on_inputs=True), cfg.epochs,
+    last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=True), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
                           resume_dir=args.resume_dir)}
+    test, solution = test_boards(args.prepared, train)
     scores = {"no_proofreader": solution_scores(model, test, solution, cfg.batch_size, device)}
 
     if cfg.proofread_epochs > 0:
         ungrounded = load_boards(args.prepared, "train")
         optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
         model.to(device)
-        last["proofread"] = fit(model, ungrounded, test, optimizer, bce_loss(on_inputs=False),
+        last["proofread"] = fit(model, ungrounded, dev, optimizer, bce_loss(on_inputs=False),
                                 cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc=f"{args.view} proofread", prefix="proofread/",
                                 resume_dir=args.resume_dir)

@@ -13,11 +13,12 @@ The peer structure is built only where it is used (the peers method, or restarts
 run of an image-only method (selflabel, umap, spectral, infogan) never reads the boards.
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
-The true digits of the images ({split}_truth.pt, "image_labels") are read only to report the
-clustering accuracy; without that file training runs identically, unreported. Writes
+The clustering accuracy is reported on the dev boards' given-cell images (dev_truth.pt,
+"image_labels"); without that file training runs identically, unreported. No truth of the
+training or test images is read. Writes
 models/cluster/final.pt, and for a trained method models/cluster/epoch_{e:03d}.pt every
 `checkpoint_every` epochs (epoch 0 = the untrained init, for the ablation), all of the kept run;
-the test clustering accuracy as its metric (per-epoch curves for a trained method, each
+the dev clustering accuracy as its metric (per-epoch curves for a trained method, each
 restart's under restart_<r>/ when there are several) and plots/cluster_{samples,confusion}.png.
 """
 import shutil
@@ -39,22 +40,21 @@ from satground.tracking import StageReport
 
 @dataclass
 class Pools:
-    """The given-cell images of both splits; labels (or None) for reporting accuracy only."""
+    """The given-cell images of the train and dev boards; dev labels (or None) to report accuracy."""
     train_images: torch.Tensor
-    test_images: torch.Tensor
-    train_labels: torch.Tensor | None
-    test_labels: torch.Tensor | None
+    dev_images: torch.Tensor
+    dev_labels: torch.Tensor | None
     n_clusters: int
     cannot_link: object  # scipy sparse (M, M): peer given cells of the training boards, or None
 
     def report(self, clusterer) -> tuple[dict, dict]:
-        """(train, test) cluster reports; the train one with the peer conflicts (None without
-        the peer structure)."""
+        """(train, dev) cluster reports: the train one without labels (cluster sizes, and the
+        peer conflicts where the peer structure is read), the dev one with the accuracy."""
         clusters = clusterer.assign(self.train_images)
-        train = cluster_report(clusters, self.train_labels, self.n_clusters)
+        train = cluster_report(clusters, None, self.n_clusters)
         train["peer_conflicts"] = (None if self.cannot_link is None
                                    else peer_conflict_rate(clusters, self.cannot_link))
-        return train, cluster_report(clusterer.assign(self.test_images), self.test_labels, self.n_clusters)
+        return train, cluster_report(clusterer.assign(self.dev_images), self.dev_labels, self.n_clusters)
 
 
 def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, prefix: str, where: str):
@@ -62,10 +62,9 @@ def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, pre
     history = []
 
     def on_epoch(epoch: int, clusterer, losses: dict, seconds: float | None) -> dict:
-        train, test = pools.report(clusterer)
+        train, dev = pools.report(clusterer)
         row = {**losses, "train_largest_cluster": train["largest_cluster_fraction"],
-               "peer_conflicts": train["peer_conflicts"], "train_accuracy": train["accuracy"],
-               "test_accuracy": test["accuracy"]}
+               "peer_conflicts": train["peer_conflicts"], "dev_accuracy": dev["accuracy"]}
         report.log_epoch(epoch, row, prefix)
         history.append({"epoch": epoch, **row, "seconds": seconds})
         if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
@@ -93,14 +92,13 @@ def fit_restarts(cfg, pools: Pools, out: Path, report: StageReport, where: str):
         start = time.perf_counter()
         prefix = "" if cfg.restarts == 1 else f"restart_{r}/"
         clusterer, history = fit_one(cfg, seed, pools, folder, report, prefix, where)
-        train, test = pools.report(clusterer)
+        train, dev = pools.report(clusterer)
         run = {"restart": r, "seed": seed, "peer_conflicts": train["peer_conflicts"],
-               "train_accuracy": train["accuracy"], "test_accuracy": test["accuracy"],
-               "train_largest_cluster": train["largest_cluster_fraction"]}
+               "dev_accuracy": dev["accuracy"], "train_largest_cluster": train["largest_cluster_fraction"]}
         runs.append(run)
         conflicts = "n/a" if run["peer_conflicts"] is None else f"{run['peer_conflicts']:.4f}"
         print(f"cluster: {cfg.method} seed {seed}: peer conflicts {conflicts}, clustering "
-              f"accuracy train {format_accuracy(train['accuracy'])} / test {format_accuracy(test['accuracy'])}"
+              f"accuracy (dev images) {format_accuracy(dev['accuracy'])}"
               f" ({time.perf_counter() - start:.0f} s)")
         if kept is None or run["peer_conflicts"] < kept[0]["peer_conflicts"]:  # ties: the earlier run
             if kept is not None:
@@ -126,12 +124,10 @@ def main(argv=None):
     cfg = params.cluster
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
-    test_images, test_idx, _ = load_given_images(args.prepared, "test", K)
+    dev_images, dev_idx, _ = load_given_images(args.prepared, "dev", K)
     reads_peers = CLUSTERERS[cfg.method].reads_peers or cfg.restarts > 1
-    pools = Pools(train_images, test_images,
-                  # reporting only: None when the truth file is absent
-                  load_image_labels(args.prepared, "train", train_idx),
-                  load_image_labels(args.prepared, "test", test_idx),
+    pools = Pools(train_images, dev_images,
+                  load_image_labels(args.prepared, "dev", dev_idx),  # reporting only: None when absent
                   K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
 
     # a fresh folder that replaces models/cluster/ whole: no file of an earlier run survives
@@ -142,7 +138,7 @@ def main(argv=None):
     seconds = time.perf_counter() - start
 
     save_figure(plot_samples(*clusterer.sample_grid(train_images)), args.samples_plot_out)
-    save_figure(plot_confusion(clusterer.assign(test_images), pools.test_labels, K, "test images"),
+    save_figure(plot_confusion(clusterer.assign(dev_images), pools.dev_labels, K, "dev images"),
                 args.confusion_plot_out)
 
     trained = [row for row in history if row["epoch"] > 0]
@@ -150,20 +146,20 @@ def main(argv=None):
     counts = clusterer.parameter_counts()
     info = {
         "method": cfg.method, "seed": kept["seed"], "epochs": trained[-1]["epoch"] if trained else 0,
-        "n_clusters": K, "n_train_images": len(train_images), "n_test_images": len(test_images),
-        "train_accuracy": kept["train_accuracy"], "test_accuracy": kept["test_accuracy"],
+        "n_clusters": K, "n_train_images": len(train_images), "n_dev_images": len(dev_images),
+        "dev_accuracy": kept["dev_accuracy"],
         "train_largest_cluster": kept["train_largest_cluster"], "peer_conflicts": kept["peer_conflicts"],
         **{name: trained[-1].get(name) for name in ("loss_d", "loss_g", "loss_q_cat", "loss_q_cont") if trained},
         "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
         "device": str(stage_device()) if history else "cpu",
         "restarts": runs,
     }
-    report.finish({"cluster_acc": kept["test_accuracy"]}, info, fit_seconds=round(seconds, 2),
+    report.finish({"cluster_acc": kept["dev_accuracy"]}, info, fit_seconds=round(seconds, 2),
                   seconds_per_epoch=round(sum(timed) / len(timed), 2) if timed else None)
 
     print(f"cluster: {cfg.method} K={K} on {len(train_images)} given-cell images, kept seed {kept['seed']} "
-          f"of {cfg.restarts} (fewest peer conflicts), clustering accuracy train "
-          f"{format_accuracy(kept['train_accuracy'])} / test {format_accuracy(kept['test_accuracy'])} "
+          f"of {cfg.restarts} (fewest peer conflicts), clustering accuracy (dev images) "
+          f"{format_accuracy(kept['dev_accuracy'])} "
           f"-> {Path(args.model_out) / 'final.pt'} ({seconds:.1f} s)")
 
 

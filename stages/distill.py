@@ -5,9 +5,11 @@ names, for the ablation) labels the training boards' given-cell images with its 
 indices by cross-entropy. `distill.mislabel` > 0 moves that share of the training targets to a
 wrong cluster first (drawn with `distill.seed`): a controlled clustering error for the ablation;
 `distill.boundary_shift` > 0 moves that share to their nearest other cluster instead, the images
-nearest to one (an error a classifier learns, where random ones are averaged away). True digits ({split}_truth.pt, "image_labels") are read only to
-report clustering accuracy (Hungarian). Writes models/lenet.pt ({"state_dict", "n_classes"}),
-its test clustering accuracy as the metric, and per-epoch curves.
+nearest to one (an error a classifier learns, where random ones are averaged away). The true
+digits of the dev boards' images (dev_truth.pt, "image_labels") are read only to report the
+clustering accuracy (Hungarian); no truth of the training or test images is read. Writes
+models/lenet.pt ({"state_dict", "n_classes"}), its dev clustering accuracy as the metric, and
+per-epoch curves.
 """
 import time
 from dataclasses import asdict
@@ -41,18 +43,17 @@ def main(argv=None):
     teacher = load_clusterer(teacher_path)
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
-    test_images, test_idx, _ = load_given_images(args.prepared, "test", K)
+    dev_images, dev_idx, _ = load_given_images(args.prepared, "dev", K)
     if teacher.n_clusters != K:
         raise PipelineError(f"{teacher_path}: clusterer has {teacher.n_clusters} clusters but the "
                             f"boards in {args.prepared} have {K} digits")
-    train_labels = load_image_labels(args.prepared, "train", train_idx)  # reporting only
-    test_labels = load_image_labels(args.prepared, "test", test_idx)
+    dev_labels = load_image_labels(args.prepared, "dev", dev_idx)  # reporting only
 
     teacher_train = teacher.assign(train_images)
     targets = mislabel(teacher_train, cfg.mislabel, K, cfg.seed) if cfg.mislabel else teacher_train
     if cfg.boundary_shift:
         targets = shift_boundaries(train_images, targets, cfg.boundary_shift, K)
-    teacher_test = teacher.assign(test_images)
+    teacher_dev = teacher.assign(dev_images)
 
     rng = seed_everything(cfg.seed)
     model = lenet.LeNet(K).to(device)
@@ -65,38 +66,37 @@ def main(argv=None):
         loss = lenet.distill_epoch(model, optimizer, train_images, targets, cfg.batch_size, rng,
                                  asdict(cfg.augment))
         seconds.append(time.perf_counter() - start)
-        test_pred = lenet.predict(model, test_images)
+        dev_pred = lenet.predict(model, dev_images)
         report.log_epoch(epoch, {"loss": loss,
-                                 "test_agreement": (test_pred == teacher_test).float().mean().item(),
-                                 "test_accuracy": cluster_report(test_pred, test_labels, K)["accuracy"]})
+                                 "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
+                                 "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"]})
     lenet.save_lenet(model.cpu(), args.model_out)
 
     train_pred = lenet.predict(model, train_images)
-    test_pred = lenet.predict(model, test_images)
+    dev_pred = lenet.predict(model, dev_images)
     teacher_counts = teacher.parameter_counts()
     info = {
         "teacher": str(teacher_path), "mislabel": cfg.mislabel, "boundary_shift": cfg.boundary_shift,
         "seed": cfg.seed, "epochs": cfg.epochs, "n_classes": K,
-        "n_train_images": len(train_images), "n_test_images": len(test_images),
+        "n_train_images": len(train_images), "n_dev_images": len(dev_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),
-        "test_agreement": (test_pred == teacher_test).float().mean().item(),
-        "train_accuracy": cluster_report(train_pred, train_labels, K)["accuracy"],
-        "test_accuracy": cluster_report(test_pred, test_labels, K)["accuracy"],
-        "teacher_test_accuracy": cluster_report(teacher_test, test_labels, K)["accuracy"],
-        "target_accuracy": cluster_report(targets, train_labels, K)["accuracy"],
+        "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
+        "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"],
+        "teacher_dev_accuracy": cluster_report(teacher_dev, dev_labels, K)["accuracy"],
+        "targets_moved": (targets != teacher_train).float().mean().item(),  # the ablation's corruption
         "lenet_parameters": lenet.count_parameters(model),
         "teacher_parameters": teacher_counts.get("total"),
         "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),
         "device": str(device),
     }
-    report.finish({"lenet_acc": info["test_accuracy"]}, info,
+    report.finish({"lenet_acc": info["dev_accuracy"]}, info,
                   seconds_per_epoch=round(sum(seconds) / len(seconds), 3))
 
     print(f"distill: LeNet ({info['lenet_parameters']:,} parameters) from {teacher_path}: "
-          f"test clustering accuracy {format_accuracy(info['test_accuracy'])} (teacher "
-          f"{format_accuracy(info['teacher_test_accuracy'])}), agreement with teacher "
-          f"{info['test_agreement']:.3f} -> {args.model_out}")
+          f"dev clustering accuracy {format_accuracy(info['dev_accuracy'])} (teacher "
+          f"{format_accuracy(info['teacher_dev_accuracy'])}), agreement with teacher "
+          f"{info['dev_agreement']:.3f} -> {args.model_out}")
 
 
 if __name__ == "__main__":

@@ -38,16 +38,19 @@ PAPER = {
 }
 
 
-def results_table(rows: dict) -> pd.DataFrame:
-    """rows: (model, data, proofreader) -> metrics dict of fractions."""
+def results_table(rows: dict, labels: dict | None = None) -> pd.DataFrame:
+    """rows: (model, data, proofreader) -> metrics dict of fractions; labels: model ->
+    (configuration, end-to-end epochs), so every row says what it is."""
     def pct(x):
         return None if x is None else round(100 * x, 1)
 
     records = []
     for (model, data, proofreader), scores in rows.items():
         paper = PAPER.get((model, data, proofreader), (None, None, None))
+        configuration, epochs = (labels or {}).get(model.split(" + ")[0], (None, None))
         records.append({
-            "model": model, "data": data, "proofreader": proofreader,
+            "model": model, "configuration": configuration, "epochs": epochs, "data": data,
+            "proofreader": proofreader,
             "board_accuracy_pct": pct(scores["board_accuracy"]),
             "blank_board_accuracy_pct": pct(scores.get("blank_board_accuracy")),
             "valid_grid_pct": pct(scores["valid_grid_rate"]),
@@ -130,7 +133,10 @@ def main(argv=None):
         rows[(name + " + check", "ungrounded", "yes")] = ours["proofreader_checked"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
-    frame = results_table(rows)
+    labels = {"Ours": (params.configuration(), params.train.epochs),
+              "Original SATNet": ("paper's baseline", params.baseline_visual.epochs),
+              "Original non-visual": ("paper's baseline", params.baseline_nonvisual.epochs)}
+    frame = results_table(rows, labels)
     with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
         table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)

@@ -1,8 +1,8 @@
 """Stage `prepare`: Sudoku puzzles + MNIST digits -> visual boards, grounded and ungrounded views.
 
 Puzzles come from the generator (unique solutions, seeded), the published SATNet files or a
-CSV of puzzle/solution strings. Digit images come from the split's own pool: train and test
-boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.data),
+CSV of puzzle/solution strings, cut into train, dev and test boards in that order. Digit images
+come from the split's own pool: train, dev and test boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.data),
 the mean number of givens as its metric, the data's statistics and plots/boards.png.
 """
 import time
@@ -22,9 +22,9 @@ from satground.tracking import StageReport
 
 
 def get_puzzles(cfg, seed: int, where: str):
-    """(puzzles, solutions, given-cell images or None, info, names) for n_train + n_test boards,
-    train first; names(i) labels board i in messages (its CSV line for a CSV)."""
-    n_total = cfg.n_train + cfg.n_test
+    """(puzzles, solutions, given-cell images or None, info, names) for n_train + n_dev + n_test
+    boards, train first, test last; names(i) labels board i in messages (its CSV line for a CSV)."""
+    n_total = cfg.n_train + cfg.n_dev + cfg.n_test
     info = {}
     if cfg.puzzles.source == "generate":
         t0 = time.perf_counter()
@@ -37,30 +37,33 @@ def get_puzzles(cfg, seed: int, where: str):
         info["generation_seconds"] = round(time.perf_counter() - t0, 2)
         return puzzles, solutions, None, info, None
 
-    # train: the first n_train boards; test: the last n_test (the published 9,000/1,000 split;
-    # a CSV is read only up to n_train + n_test rows, so there the rows right after the train rows)
+    # train: the first n_train boards, dev: the next n_dev; test: the last n_test (the published
+    # 9,000/1,000 split; a CSV is read only up to n_train + n_dev + n_test rows)
     given = None
     if cfg.puzzles.source == "published":
         puzzles, solutions, images, positions = sudoku.read_published(cfg.puzzles.path, cfg.board_size,
-                                                                      cfg.n_train, cfg.n_test)
+                                                                      cfg.n_train + cfg.n_dev, cfg.n_test)
         given = (images, positions)
         # the paper's own data is taken as it is: puzzles with several solutions are only counted
         info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, cfg.board_size) != 1).sum())
         return puzzles, solutions, given, info, None
     puzzles, solutions, lines = sudoku.read_csv(cfg.puzzles.path, cfg.board_size, limit=n_total)
     if len(puzzles) < n_total:
-        raise PipelineError(f"{where}: 'data.n_train' + 'data.n_test' = {n_total} but "
+        raise PipelineError(f"{where}: 'data.n_train' + 'data.n_dev' + 'data.n_test' = {n_total} but "
                             f"{cfg.puzzles.path} holds {len(puzzles)} boards")
     return puzzles, solutions, None, info, lambda i: f"line {lines[i]}"
 
 
-def check_disjoint(puzzles: np.ndarray, n_train: int, where: str, names) -> None:
-    """No test puzzle may repeat a train puzzle."""
-    train = {bytes(row) for row in puzzles[:n_train]}
-    repeats = [i for i in range(n_train, len(puzzles)) if bytes(puzzles[i]) in train]
-    if repeats:
-        raise PipelineError(f"{where}: {(names or (lambda i: f'board {i}'))(repeats[0])}: test puzzle "
-                            f"repeats a train puzzle ({len(repeats)} such boards)")
+def check_disjoint(puzzles: np.ndarray, split_rows: dict, where: str, names) -> None:
+    """No dev or test puzzle may repeat a puzzle of an earlier split (train, then dev)."""
+    seen, earlier = set(), []
+    for split, (start, stop) in split_rows.items():
+        repeats = [i for i in range(start, stop) if bytes(puzzles[i]) in seen]
+        if repeats:
+            raise PipelineError(f"{where}: {(names or (lambda i: f'board {i}'))(repeats[0])}: {split} "
+                                f"puzzle repeats a {' or '.join(earlier)} puzzle ({len(repeats)} such boards)")
+        seen |= {bytes(row) for row in puzzles[start:stop]}
+        earlier.append(split)
 
 
 def givens_summary(puzzles: np.ndarray) -> dict:
@@ -75,31 +78,34 @@ def main(argv=None):
     params = load_params(args.params)
     cfg = params.data
     # each board: puzzle, solution, image index (int64) and an input flag per cell
-    check_memory(params.source, "'data.n_train' and 'data.n_test'",
-                 (cfg.n_train + cfg.n_test) * cfg.board_size ** 4 * 25)
-    seeds = [int(s) for s in np.random.SeedSequence(cfg.seed).generate_state(4)]  # puzzles, pools, train, test
+    check_memory(params.source, "'data.n_train', 'data.n_dev' and 'data.n_test'",
+                 (cfg.n_train + cfg.n_dev + cfg.n_test) * cfg.board_size ** 4 * 25)
+    puzzle_seed, pool_seed, *split_seeds = np.random.SeedSequence(cfg.seed).generate_state(2 + len(SPLITS))
+    split_seeds = dict(zip(SPLITS, (int(s) for s in split_seeds)))
     digits = None
     if cfg.puzzles.source != "published":  # read the digits first: a bad MNIST path fails fast
         digits = load_digits(cfg.mnist.source, cfg.mnist.root, cfg.mnist.download)
-    puzzles, solutions, given, info, names = get_puzzles(cfg, seeds[0], params.source)
+    puzzles, solutions, given, info, names = get_puzzles(cfg, int(puzzle_seed), params.source)
     where = cfg.puzzles.path or "generated puzzles"
-    n_train, n_test = cfg.n_train, cfg.n_test
+    n_train, n_dev, n_test = cfg.n_train, cfg.n_dev, cfg.n_test
+    split_rows = {"train": (0, n_train), "dev": (n_train, n_train + n_dev),
+                  "test": (n_train + n_dev, n_train + n_dev + n_test)}
     if given is None:
         sudoku.check_puzzles(puzzles, solutions, cfg.board_size, where, names)
-        check_disjoint(puzzles, n_train, where, names)
+        check_disjoint(puzzles, split_rows, where, names)
     else:
         sudoku.check_boards(puzzles, solutions, cfg.board_size, where)
-    split_rows = {"train": (0, n_train), "test": (n_train, n_train + n_test)}
     info["duplicate_puzzles"] = int(len(puzzles) - len(np.unique(puzzles, axis=0)))
 
     if given is None:  # draw digit images from MNIST, disjoint pools per split
-        pools = split_image_pools(*digits, cfg.board_size, cfg.test_image_fraction, seeds[1], params.source)
+        pools = split_image_pools(*digits, cfg.board_size, cfg.test_image_fraction, int(pool_seed),
+                                  params.source, dev_fraction=cfg.dev_image_fraction)
         image_source = cfg.mnist.source
     else:
         image_source = "published features_img.pt"
     files, boards = {}, {}
-    for split, split_seed in zip(SPLITS, seeds[2:]):
-        start, stop = split_rows[split]
+    for split in SPLITS:
+        start, stop, split_seed = *split_rows[split], split_seeds[split]
         if given is None:
             boards[split] = build_visual_boards(puzzles[start:stop], solutions[start:stop], *pools[split],
                                                 cfg.board_size, split_seed)
@@ -114,14 +120,14 @@ def main(argv=None):
 
     # our MNIST pools are disjoint by construction; the published images are not split by us
     train_bytes = {bytes(im) for im in boards["train"].images.numpy()}
-    overlap = sum(bytes(im) in train_bytes for im in boards["test"].images.numpy())
+    overlap = sum(bytes(im) in train_bytes for split in ("dev", "test") for im in boards[split].images.numpy())
 
     report = StageReport(args.metrics_out)
     save_prepared(args.data_out, files)
     timing = {key: info.pop(key) for key in ("compile_seconds", "generation_seconds") if key in info}
     statistics = {
         "board_size": cfg.board_size, "seed": cfg.seed, "puzzle_source": cfg.puzzles.source,
-        "image_source": image_source, "n_train": n_train, "n_test": n_test,
+        "image_source": image_source, "n_train": n_train, "n_dev": n_dev, "n_test": n_test,
         "givens": {split: givens_summary(puzzles[slice(*split_rows[split])]) for split in SPLITS},
         "image_pool_size": {split: len(boards[split].images) for split in SPLITS},
         "given_images_used": {split: int(given_image_indices(boards[split]).numel()) for split in SPLITS},
@@ -133,9 +139,10 @@ def main(argv=None):
     K = cfg.board_size ** 2
     generated = (f", {len(puzzles)} puzzles generated in {timing['generation_seconds']:.2f} s"
                  if "generation_seconds" in timing else "")
-    print(f"prepare: {n_train} train / {n_test} test {K}x{K} boards ({cfg.puzzles.source}{generated}), "
-          f"{statistics['givens']['train']['mean']:.1f} givens on average, image pools "
-          f"{statistics['image_pool_size']['train']}/{statistics['image_pool_size']['test']} ({image_source}) "
+    pools_shown = "/".join(str(statistics["image_pool_size"][split]) for split in SPLITS)
+    print(f"prepare: {n_train} train / {n_dev} dev / {n_test} test {K}x{K} boards ({cfg.puzzles.source}"
+          f"{generated}), {statistics['givens']['train']['mean']:.1f} givens on average, image pools "
+          f"{pools_shown} ({image_source}) "
           f"-> {args.data_out}")
 
 

@@ -24,20 +24,20 @@ def main(argv=None):
 
     generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
-    test = load_boards(args.prepared, "test", like=train)
+    dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual")
     proofreader = add_trainable_proofreader(model)
     model.to(device)
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=cfg.lr)
 
     report = StageReport(args.metrics_out)
-    with readings_once(model, train, test) as (train_read, test_read):  # the classifier is frozen
-        last = fit(model, train_read, test_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
+    with readings_once(model, train, dev) as (train_read, dev_read):  # the classifier is frozen
+        last = fit(model, train_read, dev_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                    cfg.batch_size, device, generator, report, desc="proofread", resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
-    print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "
-          f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
+    print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "
+          f"{last['dev_blank_cells']:.3f}, valid grids {last['dev_valid_grids']:.3f}")
 
 
 if __name__ == "__main__":

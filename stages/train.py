@@ -4,7 +4,7 @@ then train SATNet and the classifier with BCE on the output cells of the ungroun
 The classifier then speaks digits instead of clusters. SATNet continues from the self-grounded
 phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
 or that SATNet numbered its outputs unlike its inputs (see satground.grounding).
-Test scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.
+Dev scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def main(argv=None):
 
     generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
-    test = load_boards(args.prepared, "test", like=train)
+    dev = load_boards(args.prepared, "dev", like=train)
     K = train.n_digits
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
@@ -66,13 +66,13 @@ def main(argv=None):
     ])
 
     report = StageReport(args.metrics_out)
-    last = fit(model, train, test, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
+    last = fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs, cfg.batch_size,
                device, generator, report, desc="train", resume_dir=args.resume_dir,
                decay_epochs=cfg.decay_epochs)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
-    print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, test blank cells "
-          f"{last['test_blank_cells']:.3f}, valid grids {last['test_valid_grids']:.3f}")
+    print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "
+          f"{last['dev_blank_cells']:.3f}, valid grids {last['dev_valid_grids']:.3f}")
 
 
 if __name__ == "__main__":

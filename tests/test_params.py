@@ -14,8 +14,8 @@ from satground.clustering import CLUSTERERS
 from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.io import PipelineError
 from satground.losses import APPROXMAX, LOSSES
-from satground.params import (PROFILES, Params, compose, flat_keys, known_keys, load_params,
-                              params_text, parse_params, profile_names)
+from satground.params import (PROFILES, RULE_READING_CLUSTERERS, Params, compose, flat_keys, known_keys,
+                              load_params, params_text, parse_params, profile_names)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,6 +82,73 @@ def test_bad_values_are_refused_in_one_line_naming_the_key(tmp_path, text, probl
         load_params(tmp_path / "p.yaml")
     message = str(exc.value)
     assert "\n" not in message and str(tmp_path / "p.yaml") in message and problem in message, message
+
+
+# the rule switch: every setting that reads the Sudoku rules before end-to-end training
+RULE_READING = [
+    ("cluster:\n  method: peers\n", "'cluster.method: peers'"),
+    ("cluster:\n  restarts: 2\n", "'cluster.restarts: 2'"),
+    ("ground:\n  permutation: peers\n", "'ground.permutation: peers'"),
+    ("ground:\n  align_inputs: true\n", "'ground.align_inputs: true'"),
+]
+
+
+@pytest.mark.parametrize("text,setting", RULE_READING)
+def test_the_rule_switch_refuses_each_rule_reading_setting_in_one_line_naming_both_keys(tmp_path, text, setting):
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(PipelineError) as exc:
+        load_params(tmp_path / "p.yaml")
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'p.yaml'}: {setting} reads the Sudoku rules")
+    assert message.endswith("but 'rule_aware' is false"), message
+    (tmp_path / "p.yaml").write_text("rule_aware: false\n" + text)
+    with pytest.raises(PipelineError, match="'rule_aware' is false"):
+        load_params(tmp_path / "p.yaml")
+
+
+@pytest.mark.parametrize("text,setting", RULE_READING)
+def test_with_rule_aware_each_rule_reading_setting_loads(tmp_path, text, setting):
+    (tmp_path / "p.yaml").write_text("rule_aware: true\n" + text)
+    params = load_params(tmp_path / "p.yaml")
+    assert [found for found, _ in params.rule_reading()] == [setting.strip("'")]
+
+
+def test_the_defaults_read_no_rule_and_all_rule_reading_settings_together_are_listed():
+    assert not Params().rule_aware and Params().rule_reading() == []
+    params = parse_params({"rule_aware": True, "cluster": {"method": "peers", "restarts": 2},
+                           "ground": {"permutation": "peers", "align_inputs": True}})
+    assert [found for found, _ in params.rule_reading()] == [s.strip("'") for _, s in RULE_READING]
+
+
+def test_the_rule_reading_clusterers_are_those_that_read_peers():
+    assert set(RULE_READING_CLUSTERERS) == {name for name, cls in CLUSTERERS.items() if cls.reads_peers}
+
+
+def test_the_headline_9x9_profile_is_rule_free_and_its_rule_aware_twin_trains_alike():
+    rule_free, rule_aware = compose("cpu9"), compose("cpu9_rules")
+    assert not rule_free["rule_aware"] and not parse_params(rule_free).rule_reading()
+    assert rule_aware["rule_aware"] and {s for s, _ in parse_params(rule_aware).rule_reading()} == {
+        "cluster.method: peers", "ground.permutation: peers", "ground.align_inputs: true"}
+    for section in ("data", "distill", "satnet", "train", "reread", "proofread", "evaluate"):
+        assert rule_free[section] == rule_aware[section], section  # the rows compare
+    assert (rule_free["train"]["epochs"], rule_free["train"]["decay_epochs"]) == (10, 5)
+    assert "extends" not in yaml.safe_load((PROFILES / "cpu9.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["paper", "cpu9_paper"])
+def test_the_paper_profiles_are_the_published_mechanism(name):
+    """Every addition of ours off, whether the profile says so or the schema's default does."""
+    params = parse_params(compose(name), name)
+    assert not params.rule_aware and params.rule_reading() == []
+    assert (params.cluster.method, params.cluster.restarts) == ("infogan", 1)
+    g = params.ground
+    assert (g.loss, g.approxmax, g.output_softmax, g.assignment, g.permutation, g.align_inputs) == (
+        "paper", "l2", True, "argmax", "loss", False)
+    assert (params.train.init_from_ground, params.train.decay_epochs, params.train.classifier_lr) == (True, 0, 1e-5)
+    assert params.reread.reader == "none" and not params.reread.keep_classifier
+    assert (params.evaluate.check_folds, params.evaluate.starts) == (0, 1)
+    assert params.distill.augment == Params().distill.augment  # no augmentation (ours)
+    assert (params.data.board_size, params.satnet.m, params.satnet.aux) == (3, 600, 300)
 
 
 def test_the_schema_choices_are_the_librarys():

@@ -1,0 +1,68 @@
+"""Score the test-time choices of a trained run on the dev boards, never the test boards.
+
+    python scripts/dev_choices.py [--folds 0 4 8 16] [--starts 1 2 4] [--out results/.../dev_choices.csv]
+
+Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
+final reader (re-read, or as trained where `reread.reader` is none) with and without the
+proofreader, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
+boards with every blank right, in %. The pair chosen for a profile is the best on these rows
+(docs/results.md says which split decided what).
+"""
+import argparse
+import itertools
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from satground.data import load_boards
+from satground.io import seed_everything
+from satground.metrics import markdown_table
+from satground.models import load_solver
+from satground.params import load_params
+from satground.reread import Checked
+from satground.stage import stage_device
+from satground.training import solution_scores
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--models", default="models")
+    parser.add_argument("--folds", type=int, nargs="+", default=[0, 4, 8, 16])
+    parser.add_argument("--starts", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    device, batch_size = stage_device(), params.evaluate.batch_size
+    dev = load_boards(args.prepared, "dev")
+    solution = load_boards(args.prepared, "dev", view="grounded").labels
+    models = Path(args.models)
+    final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
+    readers = {"no": load_solver(models / final, boards=dev, kind="visual"),
+               "yes": load_solver(models / "solver_proofread.pt", boards=dev, kind="visual")}
+    rows = []
+    for (proofreader, model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
+        if folds == 0 and starts > 1:
+            continue  # starts average the checked rows' final solve only
+        seed_everything(params.seed)
+        start = time.perf_counter()
+        solver = Checked(model, folds, starts) if folds else model
+        scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
+        rows.append({"proofreader": proofreader, "check_folds": folds, "starts": starts,
+                     "dev_exact_pct": round(100 * scores["board_accuracy"], 1),
+                     "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
+                     "seconds": round(time.perf_counter() - start, 1)})
+        print(rows[-1], flush=True)
+    frame = pd.DataFrame(rows)
+    print(f"\n{len(dev)} dev boards, {final}\n")
+    print(markdown_table(frame))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.out, index=False)
+
+
+if __name__ == "__main__":
+    main()
