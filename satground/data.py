@@ -56,12 +56,14 @@ class Boards:
 
 
 def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, test_fraction: float,
-                      seed: int, where: str = "params.yaml", dev_fraction: float | None = None) -> dict:
+                      seed: int, where: str = "params.yaml", dev_fraction: float | None = None,
+                      train_images: int | None = None) -> dict:
     """Split the images of digits 1..K into disjoint train, test and (given a dev_fraction) dev pools.
 
     Byte-identical images are kept once, so no image can land in two pools. Within each digit a
     `test_fraction` share goes to the test pool, then a `dev_fraction` share to the dev pool, the
-    rest to train. Each pool is shuffled, so an image's index says nothing about its digit.
+    rest to train, capped at ceil(train_images / K) images per digit where `train_images` is given
+    (the same boards then reuse each training image more often). Each pool is shuffled, so an image's index says nothing about its digit.
     Returns {split: (images uint8 (P, 28, 28), labels uint8 (P,))}.
     """
     K = board_size ** 2
@@ -87,7 +89,7 @@ def split_image_pools(images: np.ndarray, labels: np.ndarray, board_size: int, t
                                     f"{digit} ({len(idx)} images) without {split} or train images")
             chosen[split].append(idx[start:start + n])
             start += n
-        chosen["train"].append(idx[start:])
+        chosen["train"].append(idx[start:] if train_images is None else idx[start:start + -(-train_images // K)])
     pools = {}
     for split, parts in chosen.items():
         idx = rng.permutation(np.concatenate(parts))

@@ -87,6 +87,8 @@ class Data:
                                      low=0.0, high=1.0)
     test_image_fraction: float = knob(0.2, "share of each digit's images kept for the test boards",
                                       low=0.0, high=1.0)
+    train_images: int | None = knob(None, "most training images (the pool capped per digit; the same "
+                                    "boards reuse each more often); null = every image left", low=1)
     givens: Givens = section(Givens, "givens per puzzle")
     mnist: Mnist = section(Mnist, "where the digit images come from")
     puzzles: Puzzles = section(Puzzles, "where the puzzles come from")

@@ -1,8 +1,9 @@
 """Stage `cluster`: unsupervised clustering of the training boards' given-cell images.
 
-`cluster.method` names a clusterer of satground.clustering: peers, umap or spectral
-(training-free embeddings of the images' neighbourhood graph + k-means, satground/manifold.py),
-or infogan (the paper's; trained, checkpointed).
+`cluster.method` names a clusterer of satground.clustering: selflabel (images only, the
+default), peers, umap or spectral (training-free embeddings of the images' neighbourhood graph +
+k-means, satground/manifold.py), or infogan (the paper's; trained, checkpointed). `peers` and
+restarts > 1 read the Sudoku rules, so they need `rule_aware: true`.
 
 `cluster.restarts` runs the method that many times (cluster seeds seed, seed+1, ...) and keeps
 the run with the fewest peer conflicts: the share of image pairs shown in peer given cells (same
@@ -157,8 +158,8 @@ def main(argv=None):
     report.finish({"cluster_acc": kept["dev_accuracy"]}, info, fit_seconds=round(seconds, 2),
                   seconds_per_epoch=round(sum(timed) / len(timed), 2) if timed else None)
 
-    print(f"cluster: {cfg.method} K={K} on {len(train_images)} given-cell images, kept seed {kept['seed']} "
-          f"of {cfg.restarts} (fewest peer conflicts), clustering accuracy (dev images) "
+    chosen = f", kept seed {kept['seed']} of {cfg.restarts} (fewest peer conflicts)" if cfg.restarts > 1 else ""
+    print(f"cluster: {cfg.method} K={K} on {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
           f"{format_accuracy(kept['dev_accuracy'])} "
           f"-> {Path(args.model_out) / 'final.pt'} ({seconds:.1f} s)")
 

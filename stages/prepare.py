@@ -99,7 +99,8 @@ def main(argv=None):
 
     if given is None:  # draw digit images from MNIST, disjoint pools per split
         pools = split_image_pools(*digits, cfg.board_size, cfg.test_image_fraction, int(pool_seed),
-                                  params.source, dev_fraction=cfg.dev_image_fraction)
+                                  params.source, dev_fraction=cfg.dev_image_fraction,
+                                  train_images=cfg.train_images)
         image_source = cfg.mnist.source
     else:
         image_source = "published features_img.pt"

@@ -279,3 +279,18 @@ def test_onehot_and_var_mask():
     assert out[1].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
     mask = var_mask(torch.tensor([[True, False, True]]), 3)
     assert mask.dtype == torch.bool and mask[0].tolist() == [True] * 3 + [False] * 3 + [True] * 3
+
+
+def test_a_smaller_training_pool_keeps_the_boards_and_reuses_its_images(runs, tmp_path):
+    """data.train_images caps the training pool (the image-reuse study): the same puzzles, each
+    training image shown in more given cells; the dev and test pools hold the same images and
+    their boards the same puzzles (the draws of their images follow the pools' shuffles)."""
+    root = run_prepare(tmp_path / "capped", train_images=40)
+    full, capped = load_boards(runs["a"], "train", "grounded"), load_boards(root, "train", "grounded")
+    assert len(capped.images) == 40 and len(full.images) > 40
+    assert torch.equal(full.is_input, capped.is_input) and torch.equal(full.labels, capped.labels)
+    assert capped.is_input.sum() / len(given_image_indices(capped)) > full.is_input.sum() / len(given_image_indices(full))
+    for split in ("dev", "test"):
+        before, after = load_boards(runs["a"], split, "grounded"), load_boards(root, split, "grounded")
+        assert {bytes(im) for im in before.images.numpy()} == {bytes(im) for im in after.images.numpy()}
+        assert torch.equal(before.is_input, after.is_input) and torch.equal(before.labels, after.labels)

@@ -1,0 +1,126 @@
+"""The README's 9x9 results table, written from the kept records (results/), never by hand.
+
+    python scripts/headline_table.py            # rewrites the table between the README's markers
+    python scripts/headline_table.py --check    # exit 1 if the README's table is not the records'
+
+One column per configuration: rule-free (`cpu9`, the headline), rule-aware (`cpu9_rules`) and the
+paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
+and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
+shows "not run".
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+from satground.io import PipelineError, load_json
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do not edit -->"
+END = "<!-- end of the 9x9 table -->"
+CONFIGURATIONS = {"cpu9": "rule-free (`cpu9`)", "cpu9_rules": "rule-aware (`cpu9_rules`)",
+                  "cpu9_paper": "paper's mechanism (`cpu9_paper`)"}
+# row -> (evaluate metric, or a function of the metrics; the paper's figure)
+ROWS = {
+    "exact boards, as trained": ("boards", "62.8 (valid grid)"),
+    "every blank right, as trained": ("blank_boards", "n/a"),
+    "exact boards, final model": ("final", "64.8 (valid grid, proofreader)"),
+    "every blank right, final model": ("blank_final", "n/a"),
+    "givens read right, final model": ("visual_final", "98.9"),
+}
+
+
+def final(metrics: dict, kind: str) -> float:
+    """The final model's figure: re-read + check where both are on, else what the profile ends with."""
+    names = {"final": ("boards_checked", "boards_reread", "boards"),
+             "blank_final": ("blank_boards_checked", "blank_boards_reread", "blank_boards"),
+             "visual_final": ("visual_checked", "visual_reread", "visual")}[kind]
+    return next(metrics[name] for name in names if metrics.get(name) is not None)
+
+
+def records(profile: str) -> list[Path]:
+    """The profile's seed records: results/<profile>/ and results/<profile>/seeds/seed*/."""
+    base = ROOT / "results" / profile
+    found = [base] if (base / "run.json").is_file() else []
+    return found + sorted(p for p in (base / "seeds").glob("seed*") if (p / "run.json").is_file())
+
+
+def read_record(folder: Path) -> dict:
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    return {"metrics": load_json(folder / "metrics" / "evaluate" / "metrics.json", "evaluate metrics"),
+            "run": load_json(folder / "run.json", "run record"), "epochs": params["train"]["epochs"],
+            "dev": params["data"].get("n_dev")}
+
+
+def spread(values: list[float]) -> str:
+    values = [100 * v for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.1f} (1 seed)"
+    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}"
+
+
+def table() -> str:
+    runs = {profile: [read_record(folder) for folder in records(profile)] for profile in CONFIGURATIONS}
+    head = ["| 9x9 test boards, % |"] + [f" {name} |" for name in CONFIGURATIONS.values()] + [" paper |"]
+    lines = ["".join(head), "|---" * (len(CONFIGURATIONS) + 2) + "|"]
+    for row, (metric, paper) in ROWS.items():
+        cells = []
+        for profile in CONFIGURATIONS:
+            values = [r["metrics"].get(metric) if metric in r["metrics"] else final(r["metrics"], metric)
+                      for r in runs[profile]]
+            cells.append(spread(values) if values else "not run")
+        lines.append(f"| {row} | " + " | ".join(cells) + f" | {paper} |")
+    perm = [f"{sum(bool(r['metrics']['perm_right']) for r in runs[p])} of {len(runs[p])}" if runs[p] else "not run"
+            for p in CONFIGURATIONS]
+    lines.append("| cluster -> digit permutation right | " + " | ".join(perm) + " | n/a |")
+    epochs = [", ".join(sorted({str(r["epochs"]) for r in runs[p]})) if runs[p] else "not run" for p in CONFIGURATIONS]
+    lines.append("| end-to-end epochs | " + " | ".join(epochs) + " | 100 |")
+    split = ["dev split" if runs[p] and all(r["dev"] for r in runs[p]) else
+             ("before the dev split" if runs[p] else "not run") for p in CONFIGURATIONS]
+    lines.append("| settings chosen on | " + " | ".join(split) + " | n/a |")
+    times = []
+    for p in CONFIGURATIONS:
+        walls = [r["run"].get("wall_seconds") for r in runs[p]]
+        machines = {r["run"].get("machine") for r in runs[p]}
+        if not runs[p] or None in walls:
+            times.append("not timed" if runs[p] else "not run")
+        elif len(machines) > 1:
+            times.append(f"{len(machines)} machines")
+        else:
+            minutes = [w / 60 for w in walls]
+            mean = f"{statistics.mean(minutes):.1f}" + (f" +- {statistics.stdev(minutes):.1f}" if len(minutes) > 1 else "")
+            times.append(f"{mean} ({machines.pop()})")
+    lines.append("| whole run, minutes (2 cores) | " + " | ".join(times) + " | n/a |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md's table is stale")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    args = parser.parse_args(argv)
+    text = args.readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise PipelineError(f"{args.readme}: no '{BEGIN}' ... '{END}' markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n{table()}{END}{tail}"
+    if args.check:
+        if new != text:
+            print(f"{args.readme}: the 9x9 table is not the records' (run scripts/headline_table.py)",
+                  file=sys.stderr)
+            return 1
+        return 0
+    args.readme.write_text(new)
+    print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,33 @@
+"""The README's 9x9 table is written from the kept records (scripts/headline_table.py): it cannot
+drift from them, and a record that changes makes the check fail."""
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("headline_table", REPO / "scripts" / "headline_table.py")
+headline = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(headline)
+
+
+def test_the_readme_table_is_the_records_table():
+    assert headline.main(["--check"]) == 0
+
+
+def test_a_changed_record_makes_the_readme_table_stale(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "results" / "cpu9_rules", results / "cpu9_rules",
+                    ignore=shutil.ignore_patterns("*.png", "epochs1*", "*.jsonl"))
+    readme = tmp_path / "README.md"
+    monkeypatch.setattr(headline, "ROOT", tmp_path)
+    readme.write_text(f"intro\n{headline.BEGIN}\n{headline.END}\nrest\n")
+    assert headline.main(["--readme", str(readme)]) == 0
+    assert headline.main(["--check", "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("rest\n") and "| exact boards, as trained |" in text
+    metrics = results / "cpu9_rules" / "metrics" / "evaluate" / "metrics.json"
+    values = json.loads(metrics.read_text())
+    values["boards"] = 0.0
+    metrics.write_text(json.dumps(values))
+    assert headline.main(["--check", "--readme", str(readme)]) == 1
