@@ -60,6 +60,14 @@ def atomic_outputs(paths):
         yield tmps
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        # a refused write (a full disk, a file-size limit) surfaces as an OSError without a file
+        # name, or inside torch.save's RuntimeError: name the outputs it was writing
+        cause = exc if isinstance(exc, OSError) else exc.__context__
+        if not isinstance(cause, OSError) or cause.errno is None:
+            raise
+        names = str(paths[0]) if len(paths) == 1 else f"{len(paths)} files in {paths[0].parent}"
+        raise OSError(cause.errno, os.strerror(cause.errno), names) from exc
     finally:
         for tmp in tmps:
             tmp.unlink(missing_ok=True)

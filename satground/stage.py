@@ -4,6 +4,7 @@ machine checks before any work, and one-line errors for what a user can fix.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import hashlib
 import os
@@ -39,8 +40,9 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
 
 
 def check_output_place(path: Path) -> None:
-    """Before any work: an output's folder can be created and written, and a file output
-    (a name with a suffix: .pt, .json, .png) is not an existing folder."""
+    """Before any work: an output's folder can be created and written (a file is really made
+    and removed there: a special filesystem such as /proc may say writable and refuse), and a
+    file output (a name with a suffix: .pt, .json, .png) is not an existing folder."""
     if path.suffix and path.is_dir():
         raise PipelineError(f"{path}: output is an existing folder, expected a file")
     if not path.suffix and path.exists() and not path.is_dir():
@@ -51,6 +53,11 @@ def check_output_place(path: Path) -> None:
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
             path.exists() and not os.access(path, os.W_OK)):
         raise PipelineError(f"{path}: cannot write here ({parent} is not a writable folder)")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise PipelineError(f"{path}: cannot write here ({parent}: {exc.strerror})") from None
 
 
 _LOCKS = {}  # lock path -> open lock file of this process: held until it exits
@@ -84,11 +91,24 @@ def hold_output_lock(output: Path) -> None:
     _LOCKS[lock] = handle
 
 
+# a write the world refused (not a bug): said in one line, like a user error
+WORLD_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def run_stage(main: Callable[[], None]) -> None:
     """Entry point of every stage script: user errors (bad input, parameters, or a machine the
-    SATNet kernel cannot be built on) become one line on stderr and exit 1."""
+    SATNet kernel cannot be built on) and writes the machine refuses (a full disk, a read-only
+    folder) become one line on stderr and exit 1. Every write is atomic (satground.io), so
+    nothing half-written is left behind."""
     try:
         main()
+    except OSError as exc:
+        if exc.errno not in WORLD_ERRORS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror} (nothing half-written was left: rerun once it can write)",
+              file=sys.stderr)
+        sys.exit(1)
     except Exception as exc:
         if not getattr(exc, "user_facing", False):  # PipelineError, the SATNet SetupError
             raise

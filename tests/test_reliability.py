@@ -296,6 +296,39 @@ def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
     config.check_output_place(tmp_path / "rw" / "lenet.pt")  # a folder yet to be made is fine
 
 
+def test_an_output_on_a_special_filesystem_is_refused_before_any_work(tmp_path):
+    """/proc says it is a writable folder (to root) and then refuses every new file: the check
+    makes one, so the stage stops in one line instead of a traceback at its first write."""
+    (tmp_path / "p.yaml").write_text("data: {n_train: 60, n_dev: 10, n_test: 20}\n")
+    result = subprocess.run([sys.executable, str(REPO / "stages" / "prepare.py"), "--params", "p.yaml",
+                             "--data-out", "/proc/satground/prepared", "--plot-out", "b.png",
+                             "--metrics-out", "m"], cwd=tmp_path, capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: /proc/satground/prepared: cannot write here"), lines
+
+
+def test_a_full_disk_stops_the_stage_in_one_line_and_leaves_no_file(tmp_path):
+    """A file-size limit (where a test cannot mount a small filesystem) refuses the writes as a
+    full disk does: the stage exits 1 with one line naming what it was writing, and no
+    artifact, whole or half-written, and no temporary file is left."""
+    import resource
+    import signal
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    (tmp_path / "p.yaml").write_text("data: {n_train: 60, n_dev: 10, n_test: 20}\n")
+    result = subprocess.run([sys.executable, str(REPO / "stages" / "prepare.py"), "--params", "p.yaml",
+                             "--data-out", "out/prepared", "--plot-out", "out/b.png", "--metrics-out", "out/m"],
+                            cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_disk)
+    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("puzzles")]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: 9 files in out/prepared: File too large"), lines
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
 @pytest.mark.parametrize("seed", [-1, 2**32])
 def test_seeds_outside_32_bits_are_refused(seed):
     with pytest.raises(PipelineError) as exc:
