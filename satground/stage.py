@@ -8,6 +8,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -95,13 +96,32 @@ def hold_output_lock(output: Path) -> None:
 WORLD_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
+class Interrupted(BaseException):  # as KeyboardInterrupt: no `except Exception` swallows it
+    """SIGTERM or SIGINT, raised where the stage is, so that every `finally` runs: the write
+    under way is abandoned whole (its temporary file removed), the outputs stay as they were."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
 def run_stage(main: Callable[[], None]) -> None:
     """Entry point of every stage script: user errors (bad input, parameters, or a machine the
     SATNet kernel cannot be built on) and writes the machine refuses (a full disk, a read-only
     folder) become one line on stderr and exit 1. Every write is atomic (satground.io), so
-    nothing half-written is left behind."""
+    nothing half-written is left behind. SIGTERM and SIGINT (a queue stopped, a laptop closed)
+    stop it the same way, exit 128 + the signal; rerun to resume after the last whole epoch."""
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         main()
+    except Interrupted as exc:
+        print(f"error: stopped by {exc}; nothing half-written was left: rerun the same command "
+              f"(`dvc repro`), which resumes after the last whole epoch", file=sys.stderr)
+        sys.exit(128 + exc.signum)
     except OSError as exc:
         if exc.errno not in WORLD_ERRORS:
             raise
@@ -114,6 +134,9 @@ def run_stage(main: Callable[[], None]) -> None:
             raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 DEVICE_VARIABLE = "SATGROUND_DEVICE"

@@ -538,6 +538,51 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
     assert read(tmp_path / "whole" / "metrics" / "info.json") == read(tmp_path / "resumed" / "metrics" / "info.json")
 
 
+def test_sigterm_stops_a_stage_in_one_line_and_the_rerun_resumes_to_the_same_model(
+        workdir, ungrounded_run, tmp_path, monkeypatch, capsys):
+    """SIGTERM mid-epoch (a queue stopped, a laptop closed): exit 143 with one line saying how to
+    resume, no output and no temporary file; the rerun resumes after the last whole epoch and ends
+    with the weights of a run never stopped."""
+    import signal
+
+    import satground.training
+    from satground.stage import run_stage
+
+    params = {**PARAMS, "train": {**PARAMS["train"], "epochs": 3, "decay_epochs": 1}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+
+    def run(folder: Path):
+        argv = declared("train", params=tmp_path / "params.yaml", resume_dir=tmp_path / "resume",
+                        model_out=folder / "model.pt", metrics_out=folder / "metrics")
+        run_stage(lambda: stage("train").main(argv))
+
+    run(tmp_path / "whole")
+    real, calls = satground.training.train_epoch, []
+
+    def terminated_in_epoch_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(satground.training, "train_epoch", terminated_in_epoch_2)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            run(tmp_path / "stopped")
+    assert exc.value.code == 128 + signal.SIGTERM
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: stopped by SIGTERM; nothing half-written was left"), err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+    assert not (tmp_path / "stopped" / "model.pt").exists()
+    assert [p.name for p in (tmp_path / "resume").iterdir() if p.name.startswith(".")] == []
+    run(tmp_path / "stopped")
+    assert "resuming after epoch 1" in capsys.readouterr().out
+    whole, resumed = (torch.load(tmp_path / name / "model.pt", weights_only=False)["solver"]
+                      for name in ("whole", "stopped"))
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
 def test_the_learning_rates_fall_linearly_over_the_last_epochs():
     from satground.training import linear_decay
 
