@@ -425,17 +425,32 @@ class _DuplicateKey(Exception):
     pass
 
 
+YAML_MAX_BYTES = 1 << 20  # params files are a few KB; dvc.yaml a few tens
+
+
 def read_yaml(path, what: str = "params file") -> dict:
-    """A YAML file of sections (params, profiles, dvc.yaml): one-line errors name the file."""
+    """A YAML file of sections (params, profiles, dvc.yaml): one-line errors name the file.
+    A file pulled from elsewhere may be hostile: one past YAML_MAX_BYTES, or one using aliases
+    (which can expand a few lines into gigabytes), is refused before it is built."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: {what} not found")
+    if path.stat().st_size > YAML_MAX_BYTES:
+        raise PipelineError(f"{path}: {path.stat().st_size:,} bytes, more than a {what} holds "
+                            f"({YAML_MAX_BYTES:,} at most)")
     try:
-        values = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        text = path.read_text()
+        alias = next((e for e in yaml.parse(text, Loader=yaml.SafeLoader) if isinstance(e, yaml.AliasEvent)), None)
+        if alias is not None:
+            raise PipelineError(f"{path}: line {alias.start_mark.line + 1}: YAML aliases (*{alias.anchor}) "
+                                f"are refused (they can expand without bound); write the values out")
+        values = yaml.load(text, Loader=_UniqueKeyLoader)
     except _DuplicateKey as exc:
         raise PipelineError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError:
+        raise PipelineError(f"{path}: not a text file (not UTF-8)") from None
     if values is None and what == "profile":
         return {}
     if not isinstance(values, dict):

@@ -526,3 +526,19 @@ def test_the_curves_stage_names_a_missing_or_broken_dvc_yaml(tmp_path, content, 
         path.write_text(content)
     with pytest.raises(PipelineError, match=f"dvc.yaml: {problem}"):
         epoch_plots(path)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a: &x [1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &y [*x, *x, *x, *x, *x, *x, *x, *x, *x]\nc: [*y, *y, *y]\n",
+     "line 2: YAML aliases (*x) are refused"),
+    ("seed: 0\n" + "#" * (1 << 20) + "\n", "more than a params file holds"),
+    (b"\xff\xfe\x00seed", "not a text file"),
+])
+def test_a_hostile_params_file_is_refused_before_it_is_built(tmp_path, text, problem):
+    """A params file pulled from a colleague: aliases that expand (a 'billion laughs'), a huge
+    file or a binary one are refused in one line naming the file, before anything is built."""
+    path = tmp_path / "params.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(PipelineError) as exc:
+        load_params(path)
+    one_line(exc, path, problem)
