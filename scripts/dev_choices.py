@@ -1,10 +1,10 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
-    python scripts/dev_choices.py [--folds 0 4 8 16] [--starts 1 2 4] [--out results/.../dev_choices.csv]
+    python scripts/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
-final reader (re-read, or as trained where `reread.reader` is none) with and without the
-proofreader, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
+final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
+(the headline's final model) or with it, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
 boards with every blank right, in %. The pair chosen for a profile is the best on these rows
 (docs/results.md says which split decided what).
 """
@@ -31,7 +31,8 @@ def main(argv=None):
     parser.add_argument("--prepared", default="data/prepared")
     parser.add_argument("--models", default="models")
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 4, 8, 16])
-    parser.add_argument("--starts", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--starts", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--proofreader", choices=("no", "yes", "both"), default="no")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -41,8 +42,9 @@ def main(argv=None):
     solution = load_boards(args.prepared, "dev", view="grounded").labels
     models = Path(args.models)
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
-    readers = {"no": load_solver(models / final, boards=dev, kind="visual"),
-               "yes": load_solver(models / "solver_proofread.pt", boards=dev, kind="visual")}
+    files = {"no": models / final, "yes": models / "solver_proofread.pt"}
+    readers = {key: load_solver(path, boards=dev, kind="visual") for key, path in files.items()
+               if args.proofreader in (key, "both")}
     rows = []
     for (proofreader, model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
         if folds == 0 and starts > 1:

@@ -1,4 +1,4 @@
-"""The README's 9x9 results table, written from the kept records (results/), never by hand.
+"""The README's results tables, written from the kept records (results/), never by hand.
 
     python scripts/headline_table.py            # rewrites the table between the README's markers
     python scripts/headline_table.py --check    # exit 1 if the README's table is not the records'
@@ -6,13 +6,15 @@
 One column per configuration: rule-free (`cpu9`, the headline), rule-aware (`cpu9_rules`) and the
 paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
-shows "not run".
+shows "not run". The 4x4 table is the default profile's record, results/default/, as `evaluate`
+wrote it.
 """
 import argparse
 import statistics
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from satground.io import PipelineError, load_json
@@ -20,6 +22,8 @@ from satground.io import PipelineError, load_json
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do not edit -->"
 END = "<!-- end of the 9x9 table -->"
+DEFAULT_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/default/; do not edit -->"
+DEFAULT_END = "<!-- end of the 4x4 table -->"
 CONFIGURATIONS = {"cpu9": "rule-free (`cpu9`)", "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)"}
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
@@ -96,17 +100,44 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_table() -> str:
+    """The default profile's record (results/default/): its results rows as `evaluate` wrote them
+    (metrics/results.csv), under one line saying what ran, where and how long."""
+    folder = ROOT / "results" / "default"
+    run = load_json(folder / "run.json", "run record")
+    n_test = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")["n_test"]
+    wall = run.get("wall_seconds")
+    took = f"`dvc repro` {int(wall // 60)} min {wall % 60:.0f} s" if wall is not None else "not timed"
+    frame = pd.read_csv(folder / "metrics" / "results.csv").astype(object).where(lambda f: f.notna(), "n/a")
+    columns = {"model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
+               "proofreader": "proofreader", "board_accuracy_pct": "exact %",
+               "blank_board_accuracy_pct": "every blank right %", "visual_accuracy_pct": "givens read right %",
+               "paper_board_pct": "paper %"}
+    columns = {key: name for key, name in columns.items() if key in frame}
+    lines = ["| " + " | ".join(columns.values()) + " |", "|---" * len(columns) + "|"]
+    lines += ["| " + " | ".join(str(row[key]) for key in columns) + " |" for _, row in frame.iterrows()]
+    return (f"Record `results/default/` (commit {run['commit']}, {run['machine']}; {took}), "
+            f"{n_test} test boards:\n\n" + "\n".join(lines) + "\n")
+
+
+def between(text: str, begin: str, end: str, block: str, where: Path) -> str:
+    """`text` with `block` between the markers `begin` and `end`."""
+    if begin not in text or end not in text:
+        raise PipelineError(f"{where}: no '{begin}' ... '{end}' markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{block}{end}{tail}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md's table is stale")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     args = parser.parse_args(argv)
     text = args.readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise PipelineError(f"{args.readme}: no '{BEGIN}' ... '{END}' markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{BEGIN}\n{table()}{END}{tail}"
+    new = between(text, BEGIN, END, table(), args.readme)
+    if DEFAULT_BEGIN in text:
+        new = between(new, DEFAULT_BEGIN, DEFAULT_END, default_table(), args.readme)
     if args.check:
         if new != text:
             print(f"{args.readme}: the 9x9 table is not the records' (run scripts/headline_table.py)",
@@ -114,7 +145,7 @@ def main(argv=None) -> int:
             return 1
         return 0
     args.readme.write_text(new)
-    print(table())
+    print(new[new.index(BEGIN):new.index(END)])
     return 0
 
 
