@@ -81,9 +81,9 @@ def table() -> str:
     lines.append("| cluster -> digit permutation right | " + " | ".join(perm) + " | n/a |")
     epochs = [", ".join(sorted({str(r["epochs"]) for r in runs[p]})) if runs[p] else "not run" for p in CONFIGURATIONS]
     lines.append("| end-to-end epochs | " + " | ".join(epochs) + " | 100 |")
-    split = ["dev split" if runs[p] and all(r["dev"] for r in runs[p]) else
-             ("before the dev split" if runs[p] else "not run") for p in CONFIGURATIONS]
-    lines.append("| settings chosen on | " + " | ".join(split) + " | n/a |")
+    split = ["dev boards" if runs[p] and all(r["dev"] for r in runs[p]) else
+             ("test boards (before the dev split)" if runs[p] else "not run") for p in CONFIGURATIONS]
+    lines.append("| per-epoch curves scored on | " + " | ".join(split) + " | test boards |")
     times = []
     for p in CONFIGURATIONS:
         walls = [r["run"].get("wall_seconds") for r in runs[p]]
