@@ -176,8 +176,9 @@ class Ground:
     epochs: int = knob(6, "most epochs of the self-grounding phase", low=1)
     patience: int = knob(2, "stop after this many epochs without better validation", low=1)
     batch_size: int = knob(40, "boards per batch", low=1)
-    loss: str = knob("paper", "paper (1 - mean approxmax P_hat) | matched (1 - mean P_hat over the "
-                     "running P_hat's matching; ours) | sinkhorn (study only)",
+    loss: str = knob("matched", "matched (1 - mean P_hat over the running P_hat's matching; ours: "
+                     "grounds without the rules at 4 and 9 digits) | paper (1 - mean approxmax P_hat) | "
+                     "sinkhorn (study only)",
                      choices=("paper", "matched", "sinkhorn"))
     warmup_epochs: int = knob(1, "matched, sinkhorn: first epochs trained with the paper form", low=0)
     match_decay: float = knob(0.99, "matched, sinkhorn: per-batch decay of the running P_hat",
@@ -185,7 +186,8 @@ class Ground:
     approxmax: str = knob("l2", "paper form's max over digits: l2 (the paper) | max | softmax | logsumexp",
                           choices=("l2", "max", "softmax", "logsumexp"))
     temperature: float = knob(0.1, "softmax / logsumexp (and sinkhorn) temperature", low=1e-6)
-    output_softmax: bool = knob(True, "softmax over each output cell's digits before the loss")
+    output_softmax: bool = knob(False, "softmax over each output cell's digits before the loss (the "
+                                "paper's; it caps a cell's top probability near 1/K for the matched loss)")
     val_fraction: float = knob(0.1, "share of training boards held out for early stopping",
                                low=0.0, high=0.9)
     assignment: str = knob("hungarian", "P_hat -> permutation: hungarian | argmax (the authors')",

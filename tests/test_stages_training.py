@@ -85,7 +85,7 @@ PARAMS = {
     "seed": 0,
     "rule_aware": True,  # ground.align_inputs below reads the Sudoku rules
     "satnet": {"m": 40, "aux": 8, "max_iter": 10, "lr": 2e-3},
-    "ground": {"epochs": 3, "patience": 1, "batch_size": 16, "approxmax": "l2",
+    "ground": {"epochs": 3, "patience": 1, "batch_size": 16, "loss": "paper", "approxmax": "l2",
                "temperature": 0.1, "output_softmax": True, "val_fraction": 0.25,
                "assignment": "hungarian", "align_inputs": True},
     "train": {"epochs": 1, "batch_size": 16, "classifier_lr": 1e-5,
