@@ -14,6 +14,7 @@ import os
 import pickle
 import random
 import shutil
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -140,19 +141,64 @@ def load_json(path, what: str = "file") -> dict:
         raise PipelineError(f"{path}: {what} is not valid JSON ({exc})") from None
 
 
-def load_torch(path, what: str = "artifact"):
-    """torch.load with a one-line error naming the file when it is missing or unreadable."""
+def check_tensor_archive(path: Path, what: str) -> None:
+    """Before torch.load reads a file pulled from elsewhere: torch.save writes its zip entries
+    uncompressed, so an entry that is compressed, or claims more bytes than the file holds, is a
+    file built to expand into memory (a zip bomb): refused before anything is allocated."""
+    if not zipfile.is_zipfile(path):
+        return  # torch's legacy format; torch.load refuses what it cannot read
+    size = path.stat().st_size
+    with zipfile.ZipFile(path) as archive:
+        for entry in archive.infolist():
+            if entry.compress_type != zipfile.ZIP_STORED or entry.file_size > size:
+                raise PipelineError(f"{path}: refused: the {what}'s entry {entry.filename} claims "
+                                    f"{entry.file_size:,} bytes from {entry.compress_size:,} in the "
+                                    f"file (torch.save stores entries as they are)")
+
+
+def check_tensor_sizes(obj, path: Path, what: str) -> None:
+    """Every tensor in obj (nested dicts, lists) has the elements its shape claims: a tensor whose
+    shape overlaps its storage (a stride of 0 makes 4 bytes claim 10^12 floats) is refused before
+    any use of it allocates that much."""
+    if isinstance(obj, torch.Tensor):
+        if obj.numel() * obj.element_size() > obj.untyped_storage().nbytes():
+            raise PipelineError(f"{path}: refused: a tensor of the {what} claims shape "
+                                f"{tuple(obj.shape)} over {obj.untyped_storage().nbytes():,} bytes")
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            check_tensor_sizes(value, path, what)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            check_tensor_sizes(value, path, what)
+
+
+def load_torch(path, what: str = "artifact", mmap: bool = False):
+    """torch.load of a file that may come from elsewhere (a pulled experiment): one-line errors
+    naming the file when it is missing, unreadable, holds code (weights_only) or tensors larger
+    than it can hold (check_tensor_archive, check_tensor_sizes)."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: {what} not found (run the stage that produces it)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
+        check_tensor_archive(path, what)
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        except RuntimeError:
+            if not mmap:
+                raise
+            obj = torch.load(path, map_location="cpu", weights_only=True)  # legacy files cannot be mapped
+    except PipelineError:
+        raise
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" not in str(exc):  # not a pickle torch.save writes: garbage, truncated
+            raise PipelineError(f"{path}: cannot read {what} (not a file torch.save wrote)") from None
         raise PipelineError(f"{path}: refused: the {what} holds pickled objects other than tensors "
                             f"and plain values (loading it could run code)") from None
     except Exception as exc:  # corrupt or truncated file; torch's messages run to many lines
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PipelineError(f"{path}: cannot read {what} ({type(exc).__name__}: {first})") from None
+    check_tensor_sizes(obj, path, what)
+    return obj
 
 
 def check_finite_weights(module: torch.nn.Module, path, what: str) -> None:

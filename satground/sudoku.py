@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from .io import PipelineError
+from .io import PipelineError, load_torch
 
 # Number of givens in the published SATNet dataset (Wang et al. 2019): 36.2 of 81 on average.
 # Other board sizes keep the same fraction of given cells.
@@ -442,16 +442,8 @@ def check_puzzles(puzzles: np.ndarray, solutions: np.ndarray, board_size: int, w
 def _load_tensor(path: Path, mmap: bool = False):
     if not path.is_file():
         raise PipelineError(f"{path}: file not found")
-    try:
-        if mmap:  # features_img.pt is 2.5 GB of float32; map it instead of reading it whole
-            try:
-                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:
-                pass  # files in the legacy (pre-zip) format cannot be mapped
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise PipelineError(f"{path}: cannot read tensor ({type(exc).__name__}: {first_line})") from None
+    # features_img.pt is 2.5 GB of float32: mapped instead of read whole
+    return load_torch(path, "tensor file", mmap=mmap)
 
 
 def _onehot_digits(tensor, path: Path, board_size: int, allow_blank: bool) -> np.ndarray:

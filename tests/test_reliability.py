@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,43 @@ def test_a_pickle_payload_is_refused_and_never_runs(prepared, tmp_path, kind):
         loader(path)
     one_line(exc, path, "refused", "could run code")
     assert not marker.exists()
+
+
+def deflated(path: Path) -> None:
+    """Rewrite a torch.save file with its entries compressed: a 50 MB tensor in ~50 KB."""
+    entries = {}
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+@pytest.mark.parametrize("kind", sorted(LOADERS))
+@pytest.mark.parametrize("attack", ["overlapping shape", "zip bomb"])
+def test_a_file_whose_tensors_claim_absurd_sizes_is_refused_before_allocation(prepared, tmp_path,
+                                                                             kind, attack):
+    """A pulled file of a few KB that would expand to terabytes: a stride-0 view claiming 10^12
+    floats, or compressed entries (torch.save stores them plain) claiming far more than the file."""
+    name, loader = LOADERS[kind]
+    path = prepared / name
+    good = torch.load(path, weights_only=True) if path.exists() else {}
+    huge = torch.zeros(1).expand(10 ** 12) if attack == "overlapping shape" else torch.zeros(50_000_000, dtype=torch.uint8)
+    torch.save({**good, "extra": huge} if isinstance(good, dict) else huge, path)
+    if attack == "zip bomb":
+        deflated(path)
+        assert path.stat().st_size < 1_000_000
+    with pytest.raises(PipelineError) as exc:
+        loader(path)
+    one_line(exc, path, "refused", "claims")
+
+
+def test_a_published_tensor_file_claiming_an_absurd_shape_is_refused(tmp_path):
+    path = tmp_path / "features.pt"
+    torch.save(torch.zeros(1).expand(10 ** 12), path)
+    with pytest.raises(PipelineError) as exc:
+        sudoku._load_tensor(path, mmap=True)
+    one_line(exc, path, "refused", "claims shape")
 
 
 # ---------------------------------------------------------------------------------------------
