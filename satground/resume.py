@@ -1,13 +1,16 @@
-"""Resumable training loops: a stage killed mid-training (a lost machine, a time limit) continues
-after its last finished epoch when rerun, instead of starting again from its first.
+"""Resumable training loops: a stage killed mid-training (a lost machine, a time limit, a queued
+experiment stopped) continues after its last finished epoch when rerun, instead of starting again
+from its first.
 
 After each epoch a loop saves its state (model and optimizer, every random generator, the curves
-so far and whatever else it keeps between epochs) atomically to `<resume folder>/<name>.pt`. That
-folder is not a DVC output (DVC deletes a stage's outputs before rerunning it) and not versioned.
-A rerun restores the file only when its fingerprint matches: a hash, taken before the first epoch,
-of the model's initial weights, the optimizer's settings, the shuffling generator, the loop's data
-and settings, and the project's code, so a changed parameter, input or line of code starts afresh.
-The file is deleted when the loop finishes.
+so far and whatever else it keeps between epochs) atomically to `<resume folder>/<name>-<key>.pt`.
+The key is a fingerprint, taken before the first epoch, of the model's initial weights, the
+optimizer's settings, the shuffling generator, the loop's data and settings, and the project's
+code: a changed parameter, input or line of code never resumes old state, and runs of different
+experiments never share a file. The stages keep the folder outside the workspace
+(satground.stage.resume_folder), where neither DVC's deletion of a stage's outputs before a rerun
+nor its deletion of a stopped queued experiment's workspace reaches it. The file is deleted when
+the loop finishes.
 """
 from __future__ import annotations
 
@@ -91,12 +94,12 @@ class Resumable:
 
     def __init__(self, folder, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  generator: torch.Generator, *identity):
-        self.path = None if folder is None else Path(folder) / f"{name}.pt"
         self.name, self.model, self.optimizer, self.generator = name, model, optimizer, generator
         h = hashlib.sha256()
         _digest(h, [name, model.state_dict(), optimizer.state_dict()["param_groups"],
                     generator.get_state(), list(identity), _code()])
         self.fingerprint = h.hexdigest()
+        self.path = None if folder is None else Path(folder) / f"{name}-{self.fingerprint[:20]}.pt"
 
     def restore(self) -> tuple[int, dict | None]:
         """(last epoch saved, the state saved with it) when the file is this run's, else (0, None)."""

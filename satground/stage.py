@@ -27,17 +27,38 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
     """
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
     for name in ["params"] * params + paths:
-        parser.add_argument(f"--{name}", required=True, metavar="PATH")
+        if name == "resume-dir":  # not an artifact: outside the workspace unless asked
+            parser.add_argument("--resume-dir", type=Path, metavar="PATH",
+                                help=f"resume files of a killed run (default: ${RESUME_VARIABLE} "
+                                     f"or ~/.cache/satground/resume)")
+        else:
+            parser.add_argument(f"--{name}", required=True, metavar="PATH")
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
     outputs = [Path(getattr(args, name.replace("-", "_"))) for name in paths
                if name.endswith("-out")]
+    if "resume-dir" in paths:
+        args.resume_dir = args.resume_dir or resume_folder()
+        outputs.append(args.resume_dir)
     for path in outputs:
         check_output_place(path)
     if outputs:
         hold_output_lock(outputs[0])
     return args
+
+
+RESUME_VARIABLE = "SATGROUND_RESUME_DIR"
+
+
+def resume_folder() -> Path:
+    """Where the training stages keep resume files (satground.resume): $SATGROUND_RESUME_DIR,
+    else satground/resume in the user's cache folder. Outside the workspace, because DVC deletes
+    a stage's outputs before a rerun and a queued experiment's whole workspace when it stops."""
+    if os.environ.get(RESUME_VARIABLE):
+        return Path(os.environ[RESUME_VARIABLE])
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "satground" / "resume"
 
 
 def check_output_place(path: Path) -> None:
@@ -51,14 +72,17 @@ def check_output_place(path: Path) -> None:
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)):
-        raise PipelineError(f"{path}: cannot write here ({parent} is not a writable folder)")
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        raise PipelineError(f"{path}: cannot write here ({parent}: {exc.strerror})") from None
+    # files are made beside an output (atomic writes) and, for an existing folder, in it
+    for place in [parent] + [path] * path.is_dir():
+        if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
+            raise PipelineError(f"{path}: cannot write here ({place} is not a writable folder)")
+        try:
+            with tempfile.TemporaryFile(dir=place):
+                pass
+        except OSError as exc:
+            raise PipelineError(f"{path}: cannot write here ({place}: {exc.strerror})") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PipelineError(f"{path}: cannot write here (the file is read-only)")
 
 
 _LOCKS = {}  # lock path -> open lock file of this process: held until it exits

@@ -10,10 +10,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 def declared(name, **paths) -> list[str]:
     """The arguments of stage `name`'s command in dvc.yaml (run from a folder laid out like the
-    repository); `paths` replace some: prepared=... for --prepared, model_out=... for --model-out."""
+    repository); `paths` replace some: prepared=... for --prepared, model_out=... for --model-out,
+    or add an option dvc.yaml leaves at its default (resume_dir=...)."""
     argv = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"][name]["cmd"].split()[2:]
     for key, value in paths.items():
-        argv[argv.index("--" + key.replace("_", "-")) + 1] = str(value)
+        flag = "--" + key.replace("_", "-")
+        if flag in argv:
+            argv[argv.index(flag) + 1] = str(value)
+        else:
+            argv += [flag, str(value)]
     return argv
 
 

@@ -538,22 +538,26 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
     assert read(tmp_path / "whole" / "metrics" / "info.json") == read(tmp_path / "resumed" / "metrics" / "info.json")
 
 
-def test_sigterm_stops_a_stage_in_one_line_and_the_rerun_resumes_to_the_same_model(
+def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_to_the_same_model(
         workdir, ungrounded_run, tmp_path, monkeypatch, capsys):
     """SIGTERM mid-epoch (a queue stopped, a laptop closed): exit 143 with one line saying how to
-    resume, no output and no temporary file; the rerun resumes after the last whole epoch and ends
-    with the weights of a run never stopped."""
+    resume, no output and no temporary file. DVC then deletes a queued experiment's temporary
+    workspace; the rerun, in a new one, resumes after the last whole epoch from the resume folder
+    outside the workspace, and ends with the weights of a run never stopped."""
     import signal
 
     import satground.training
     from satground.stage import run_stage
 
+    monkeypatch.setenv("SATGROUND_RESUME_DIR", str(tmp_path / "cache"))
     params = {**PARAMS, "train": {**PARAMS["train"], "epochs": 3, "decay_epochs": 1}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
 
-    def run(folder: Path):
-        argv = declared("train", params=tmp_path / "params.yaml", resume_dir=tmp_path / "resume",
-                        model_out=folder / "model.pt", metrics_out=folder / "metrics")
+    def run(workspace: Path):  # as `dvc exp run --queue` does: a copy of the workspace
+        workspace.mkdir(exist_ok=True)
+        (workspace / "params.yaml").write_text(yaml.safe_dump(params))
+        argv = declared("train", params=workspace / "params.yaml", model_out=workspace / "model.pt",
+                        metrics_out=workspace / "metrics")
+        assert "--resume-dir" not in argv  # dvc.yaml leaves it at its default
         run_stage(lambda: stage("train").main(argv))
 
     run(tmp_path / "whole")
@@ -569,18 +573,36 @@ def test_sigterm_stops_a_stage_in_one_line_and_the_rerun_resumes_to_the_same_mod
         patch.setattr(satground.training, "train_epoch", terminated_in_epoch_2)
         capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
-            run(tmp_path / "stopped")
+            run(tmp_path / "queued")
     assert exc.value.code == 128 + signal.SIGTERM
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: stopped by SIGTERM; nothing half-written was left"), err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
-    assert not (tmp_path / "stopped" / "model.pt").exists()
-    assert [p.name for p in (tmp_path / "resume").iterdir() if p.name.startswith(".")] == []
-    run(tmp_path / "stopped")
+    assert not (tmp_path / "queued" / "model.pt").exists()
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")] == []
+    shutil.rmtree(tmp_path / "queued")  # DVC removes the stopped experiment's workspace
+    run(tmp_path / "requeued")
     assert "resuming after epoch 1" in capsys.readouterr().out
+    assert list((tmp_path / "cache").iterdir()) == []  # a finished loop deletes its file
     whole, resumed = (torch.load(tmp_path / name / "model.pt", weights_only=False)["solver"]
-                      for name in ("whole", "stopped"))
+                      for name in ("whole", "requeued"))
     assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
+def test_a_read_only_resume_folder_stops_the_stage_before_any_work(workdir, ungrounded_run, tmp_path,
+                                                                   monkeypatch):
+    from satground.io import PipelineError
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    folder.chmod(0o500)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder and os.path.exists(path))
+    with pytest.raises(PipelineError) as exc:
+        stage("train").main(declared("train", params=tmp_path / "params.yaml", resume_dir=folder,
+                                     model_out=tmp_path / "model.pt", metrics_out=tmp_path / "metrics"))
+    assert str(exc.value) == f"{folder}: cannot write here ({folder} is not a writable folder)"
+    assert not (tmp_path / "metrics").exists()
 
 
 def test_the_learning_rates_fall_linearly_over_the_last_epochs():
@@ -598,13 +620,41 @@ def test_the_learning_rates_fall_linearly_over_the_last_epochs():
     assert [group["lr"] for group in optimizer.param_groups] == [0.0, 0.0]
 
 
-def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_path, capsys):
-    params = {**PARAMS, "train": {**PARAMS["train"], "epochs": 2}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    (tmp_path / "resume").mkdir()
-    torch.save({"fingerprint": "another run", "epoch": 1}, tmp_path / "resume" / "train.pt")
-    stage("train").main(declared("train", params=tmp_path / "params.yaml", resume_dir=tmp_path / "resume",
-                                 model_out=tmp_path / "model.pt", metrics_out=tmp_path / "metrics"))
-    assert "is from another run" in capsys.readouterr().out
+def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_path, monkeypatch,
+                                                  capsys):
+    """A run stopped after epoch 1 leaves its resume file; a run with another parameter starts
+    from epoch 1 beside it (files are keyed by the run's fingerprint), and the stopped run still
+    resumes from its own."""
+    import satground.training
+
+    monkeypatch.setenv("SATGROUND_RESUME_DIR", str(tmp_path / "cache"))
+
+    def run(lr, epochs=2):
+        params = {**PARAMS, "train": {**PARAMS["train"], "epochs": epochs, "classifier_lr": lr}}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        stage("train").main(declared("train", params=tmp_path / "params.yaml",
+                                     model_out=tmp_path / "model.pt", metrics_out=tmp_path / "metrics"))
+
+    real, calls = satground.training.train_epoch, []
+
+    def failing_in_epoch_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("machine lost")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(satground.training, "train_epoch", failing_in_epoch_2)
+        run(lr=1e-5)
+    stopped = list((tmp_path / "cache").iterdir())
+    assert len(stopped) == 1
+    capsys.readouterr()
+    run(lr=2e-5)
+    assert "resuming" not in capsys.readouterr().out
     curve = (tmp_path / "metrics" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
     assert len(curve) == 1 + 2
+    assert list((tmp_path / "cache").iterdir()) == stopped
+    run(lr=1e-5)
+    assert "resuming after epoch 1" in capsys.readouterr().out
+
+

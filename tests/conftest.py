@@ -1,0 +1,11 @@
+"""Fixtures every test shares."""
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def resume_folder(tmp_path_factory, monkeypatch):
+    """Resume files of the stages a test runs (in-process or under `dvc repro`) go to a folder of
+    the test session, never to the user's cache."""
+    folder = tmp_path_factory.mktemp("resume")
+    monkeypatch.setenv("SATGROUND_RESUME_DIR", str(folder))
+    return folder
