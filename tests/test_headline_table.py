@@ -31,3 +31,12 @@ def test_a_changed_record_makes_the_readme_table_stale(tmp_path, monkeypatch):
     values["boards"] = 0.0
     metrics.write_text(json.dumps(values))
     assert headline.main(["--check", "--readme", str(readme)]) == 1
+
+
+def test_the_readme_is_a_front_door():
+    """At most 150 lines, and exactly two set-up commands: install + run, install + test."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in quick.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 2 and commands[0].endswith("dvc repro") and "pytest" in commands[1]
