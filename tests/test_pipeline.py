@@ -90,6 +90,50 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
 
 
 @pytest.mark.slow
+def test_a_second_dvc_repro_on_a_running_workspace_is_refused_and_the_first_ends_whole(smoke_repo):
+    """Two `dvc repro` on one workspace: DVC's own lock (.dvc/tmp/rwlock) refuses the second,
+    naming the first's pid, while the first is running a stage; the first finishes, and dvc.lock
+    and the outputs are those of one run."""
+    import time
+
+    lock_before = (smoke_repo / "dvc.lock").read_text()
+    env = dict(os.environ, PYTHONPATH=str(smoke_repo),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    first = subprocess.Popen(["dvc", "repro", "-f", "-s", "train"], cwd=smoke_repo, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rwlock, deadline = smoke_repo / ".dvc" / "tmp" / "rwlock", time.time() + 300
+    while time.time() < deadline and "models/solver.pt" not in (rwlock.read_text() if rwlock.exists() else ""):
+        time.sleep(0.1)  # until the first is training (it holds train's outputs)
+    second = sh(["dvc", "repro"], smoke_repo, check=False)
+    out = first.communicate()[0]
+    assert first.returncode == 0, out[-2000:]
+    assert second.returncode != 0 and "is busy, it is being blocked by" in second.stderr, second.stderr
+    assert f"PID {first.pid}" in second.stderr
+    assert (smoke_repo / "dvc.lock").read_text() == lock_before  # the same seeds, the same bytes
+    assert stale_stages(smoke_repo) == set()
+
+
+@pytest.mark.slow
+def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_repo):
+    """A DVC cache object whose bytes changed (a bad disk, a hand edit): DVC's own hash check
+    refuses to check it out (one error naming the output, the workspace file not written), and
+    `dvc repro` reruns the stage that made it, restoring the same bytes."""
+    lock = yaml.safe_load((smoke_repo / "dvc.lock").read_text())
+    (out,) = lock["stages"]["curves"]["outs"]
+    obj = smoke_repo / ".dvc" / "cache" / "files" / "md5" / out["md5"][:2] / out["md5"][2:]
+    obj.chmod(0o644)
+    obj.write_bytes(obj.read_bytes()[:-1] + b"x")
+    (smoke_repo / out["path"]).unlink()
+    checkout = sh(["dvc", "checkout", out["path"]], smoke_repo, check=False)
+    assert checkout.returncode != 0 and out["path"] in checkout.stderr, checkout.stderr
+    assert not (smoke_repo / out["path"]).exists()
+    assert stale_stages(smoke_repo) == {"curves"}
+    sh(["dvc", "repro"], smoke_repo)
+    assert stale_stages(smoke_repo) == set()
+    assert yaml.safe_load((smoke_repo / "dvc.lock").read_text()) == lock
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("section,key,value,stage", [
     ("train", "epochs", -1, "train"),
     ("satnet", "m", 0, "ground"),
