@@ -472,6 +472,20 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(read_yaml(path), str(path))
 
 
+def describe(key: str) -> list[str]:
+    """'key (default): meaning' for a key of the schema, one line per parameter under it (a
+    section's key, e.g. data.givens, gives each of its parameters)."""
+    kind, f = Params, None
+    for name in key.split("."):
+        if not _is_section(kind) or name not in {g.name for g in fields(kind)}:
+            raise PipelineError(f"{key}: not a parameter of satground/params.py")
+        f = next(g for g in fields(kind) if g.name == name)
+        kind = _hints(kind)[name]
+    if _is_section(kind):
+        return [line for g in fields(kind) for line in describe(f"{key}.{g.name}")]
+    return [f"{key} ({_scalar(f.default)}): {f.metadata['meaning']}"]
+
+
 # --- profiles -------------------------------------------------------------------------------
 
 def profile_names() -> list[str]:

@@ -7,6 +7,7 @@ import argparse
 import errno
 import fcntl
 import hashlib
+import inspect
 import os
 import signal
 import sys
@@ -25,14 +26,20 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
     the deps and outs that declare them. Outputs end in -out (a folder for --metrics-out: the
     stage's metrics, satground.tracking). `extra(parser)` adds a stage's other options.
     """
-    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    script = Path(inspect.stack()[1].filename)
+    asks_help = any(a in ("-h", "--help") for a in (sys.argv[1:] if argv is None else argv))
+    stages = declared_stages(script) if asks_help else {}  # --help reads dvc.yaml; a run does not
+    parser = argparse.ArgumentParser(
+        prog=f"python stages/{script.name}", description=doc.strip(),
+        epilog=stage_params_help(stages) if stages and params else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ["params"] * params + paths:
         if name == "resume-dir":  # not an artifact: outside the workspace unless asked
             parser.add_argument("--resume-dir", type=Path, metavar="PATH",
                                 help=f"resume files of a killed run (default: ${RESUME_VARIABLE} "
                                      f"or ~/.cache/satground/resume)")
         else:
-            parser.add_argument(f"--{name}", required=True, metavar="PATH")
+            parser.add_argument(f"--{name}", required=True, metavar="PATH", help=path_help(name, stages))
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
@@ -46,6 +53,41 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
     if outputs:
         hold_output_lock(outputs[0])
     return args
+
+
+def declared_stages(script: Path) -> dict:
+    """dvc.yaml's stages that run `script` (baseline_visual.py runs two): {name: stage}."""
+    from .params import read_yaml
+
+    stages = read_yaml(script.resolve().parents[1] / "dvc.yaml", "dvc.yaml").get("stages", {})
+    return {name: stage for name, stage in stages.items()
+            if stage.get("cmd", "").split()[1:2] == [f"stages/{script.name}"]}
+
+
+def path_help(name: str, stages: dict) -> str:
+    """'read' or 'written', and the path each stage's dvc.yaml command gives option --name."""
+    values = {}
+    for stage, entry in stages.items():
+        words = entry["cmd"].split()
+        values[stage] = dict(zip(words[2::2], words[3::2])).get(f"--{name}")
+    role = "written" if name.endswith("-out") else "read"
+    if not values or None in values.values():
+        return role
+    if len(set(values.values())) == 1:
+        return f"{role}; dvc.yaml: {next(iter(values.values()))}"
+    return f"{role}; dvc.yaml: " + ", ".join(f"{value} ({stage})" for stage, value in values.items())
+
+
+def stage_params_help(stages: dict) -> str:
+    """The parameters the stages read, as dvc.yaml declares them (its `params:`, which DVC
+    watches), each with its default and meaning from the schema."""
+    from .params import describe
+
+    lines = []
+    for name, stage in stages.items():
+        lines += [f"stage {name} reads (dvc.yaml):"]
+        lines += [f"  {line}" for key in stage.get("params", []) for line in describe(key)]
+    return "\n".join(lines + ["Set them in params.yaml, a profile, or `dvc exp run -S key=value`."])
 
 
 RESUME_VARIABLE = "SATGROUND_RESUME_DIR"

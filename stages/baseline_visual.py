@@ -29,7 +29,8 @@ def test_boards(root, train):
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "model-out", "metrics-out", "resume-dir"], argv,
                            extra=lambda p:
-                           p.add_argument("--view", choices=("grounded", "ungrounded"), required=True))
+                           p.add_argument("--view", choices=("grounded", "ungrounded"), required=True,
+                                                    help="the boards it learns from: with the given digits' labels or without"))
 
     params = load_params(args.params)
     cfg, sat, device = params.baseline_visual, params.satnet, stage_device()
