@@ -24,8 +24,7 @@ import torch
 from satground import sudoku
 from satground.data import Boards
 from satground.models import SymbolicSolver
-from satground.losses import bce_loss
-from satground.training import evaluate_outputs, train_epoch
+from satground.training import bce_loss, evaluate_outputs, train_epoch
 
 
 def symbolic_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int) -> Boards:

@@ -1,5 +1,6 @@
-"""The losses of the SATNet stages: BCE on output cells, and the Symbol Grounding Loss (Topan,
-Rolnick & Si 2021, eq. 3) with a matched form that keeps the paper's Proposition at nine digits.
+"""The Symbol Grounding Loss of the `ground` stage (Topan, Rolnick & Si 2021, eq. 3), with a
+matched form that keeps the paper's Proposition at nine digits. (The BCE of the other SATNet
+stages is satground.training's, so editing this file reruns `ground` alone.)
 
 Rows are output cells, columns digits. For prediction column i (pre-trained encoding: a
 cluster) and label column j (label encoding: a digit),
@@ -16,29 +17,10 @@ At nine digits it prefers uniform outputs to any permutation; `matched` (below) 
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
-import torch.nn.functional as F
 
 from .grounding import PermutationAccumulator, hard_permutation
 
-
-def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:
-    """SATNet variables the loss sees: labelled output cells, plus given cells when on_inputs
-    (the original SATNet on grounded data: labels leak to the classifier through them)."""
-    cells = batch.labels > 0
-    if not on_inputs:
-        cells &= ~batch.is_input
-    return cells.repeat_interleave(batch.target.shape[1] // cells.shape[1], dim=1)
-
-
-def bce_loss(on_inputs: bool = False) -> Callable:
-    """loss_fn(pred, batch) of satground.training's loop: BCE over loss_mask's variables."""
-    def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
-        mask = loss_mask(batch, on_inputs)
-        return F.binary_cross_entropy(pred[mask], batch.target[mask])
-    return loss_fn
 
 APPROXMAX = ("l2", "max", "softmax", "logsumexp")
 

@@ -1,4 +1,4 @@
-"""Batches and epoch loops shared by the ground/train/proofread/baseline stages.
+"""Batches, the BCE loss and the epoch loops shared by the ground/train/proofread/baseline stages.
 
 A model is either a VisualSolver (given-cell images in) or a SymbolicSolver (given digits in,
 the non-visual baseline). Batches are cut from a `Boards` (satground.data); what a loop can see
@@ -26,6 +26,23 @@ from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .resume import Resumable
 from .satnet.layer import NonFiniteError
+
+
+def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:
+    """SATNet variables the loss sees: labelled output cells, plus given cells when on_inputs
+    (the original SATNet on grounded data: labels leak to the classifier through them)."""
+    cells = batch.labels > 0
+    if not on_inputs:
+        cells &= ~batch.is_input
+    return cells.repeat_interleave(batch.target.shape[1] // cells.shape[1], dim=1)
+
+
+def bce_loss(on_inputs: bool = False) -> Callable:
+    """loss_fn(pred, batch) of satground.training's loop: BCE over loss_mask's variables."""
+    def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
+        mask = loss_mask(batch, on_inputs)
+        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+    return loss_fn
 
 
 @dataclass

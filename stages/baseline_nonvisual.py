@@ -16,8 +16,7 @@ from satground.params import load_params
 from satground.satnet import check_setup
 from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, save_scores
-from satground.losses import bce_loss
-from satground.training import fit, solution_scores
+from satground.training import bce_loss, fit, solution_scores
 
 
 def main(argv=None):
@@ -46,20 +45,23 @@ def main(argv=None):
     # model of this run beside one of an earlier run
     without_proofreader = copy.deepcopy(checkpoint(model.cpu()))
 
-    optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
-    model.to(device)
-    last["proofread"] = fit(model, train, dev, optimizer, bce_loss(on_inputs=False),
-                            cfg.proofread_epochs, cfg.batch_size, device, generator, report,
-                            desc="non-visual proofread", prefix="proofread/",
-                            resume_dir=args.resume_dir)
-    scores["proofreader"] = solution_scores(model, test, test.labels, cfg.batch_size, device)
+    if cfg.proofread_epochs > 0:  # 0: no proofreader; its file is then the model without one
+        optimizer = torch.optim.Adam(add_trainable_proofreader(model).parameters(), lr=params.proofread.lr)
+        model.to(device)
+        last["proofread"] = fit(model, train, dev, optimizer, bce_loss(on_inputs=False),
+                                cfg.proofread_epochs, cfg.batch_size, device, generator, report,
+                                desc="non-visual proofread", prefix="proofread/",
+                                resume_dir=args.resume_dir)
+        scores["proofreader"] = solution_scores(model, test, test.labels, cfg.batch_size, device)
 
     save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu())})
     save_scores(scores, args.metrics_out)
     report.finish({"nonvisual_boards": scores["no_proofreader"]["board_accuracy"]},
                   info={"last_epoch": last})
-    print(f"baseline non-visual SATNet: boards {scores['no_proofreader']['board_accuracy']:.3f}, "
-          f"with proofreader {scores['proofreader']['board_accuracy']:.3f}")
+    with_proofreader = (f", with proofreader {scores['proofreader']['board_accuracy']:.3f}"
+                        if "proofreader" in scores else "")
+    print(f"baseline non-visual SATNet: boards {scores['no_proofreader']['board_accuracy']:.3f}"
+          f"{with_proofreader}")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ def main(argv=None):
     test = load_boards(args.prepared, "test", view="grounded")
     models = {"no_proofreader": load_solver(args.model, boards=test, kind="symbolic").to(device),
               "proofreader": load_solver(args.proofread_model, boards=test, kind="symbolic").to(device)}
+    if models["proofreader"].proofreader is None:  # baseline_nonvisual.proofread_epochs 0: none
+        del models["proofreader"]
     report = StageReport(args.metrics_out)
     corrupted = {n: inject_errors(test, n, np.random.default_rng([seed, n])) if n else test
                  for n in range(max_errors + 1)}

@@ -12,8 +12,7 @@ from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.params import load_params
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
-from satground.losses import bce_loss
-from satground.training import fit, readings_once
+from satground.training import bce_loss, fit, readings_once
 
 
 def main(argv=None):

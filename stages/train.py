@@ -19,8 +19,7 @@ from satground.params import load_params
 from satground.satnet import check_setup
 from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
-from satground.losses import bce_loss
-from satground.training import fit
+from satground.training import bce_loss, fit
 
 
 def main(argv=None):

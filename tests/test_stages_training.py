@@ -435,6 +435,24 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         assert injection[model]["0"]["unsolvable"]["n_boards"] == 0
 
 
+def test_zero_proofreader_epochs_train_no_proofreader(workdir, ungrounded_run, tmp_path):
+    """baseline_nonvisual.proofread_epochs 0 means none, as for the visual baselines: no
+    proofreader is trained, saved or scored, and error_injection has no proofreader rows."""
+    params = {**PARAMS, "baseline_nonvisual": {**PARAMS["baseline_nonvisual"], "proofread_epochs": 0}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    outs = {"params": tmp_path / "params.yaml", "model_out": tmp_path / "nv.pt",
+            "proofread_model_out": tmp_path / "nv_pr.pt", "metrics_out": tmp_path / "m_nv"}
+    stage("baseline_nonvisual").main(declared("nonvisual", **outs))
+    assert set(read(tmp_path / "m_nv" / "scores.json")) == {"no_proofreader"}
+    assert "proofread" not in read(tmp_path / "m_nv" / "info.json")["last_epoch"]
+    assert torch.load(tmp_path / "nv_pr.pt", weights_only=True)["config"]["proofreader"] is False
+    stage("error_injection").main(declared("error_injection", params=tmp_path / "params.yaml",
+                                           model=tmp_path / "nv.pt", proofread_model=tmp_path / "nv_pr.pt",
+                                           table_out=tmp_path / "e.md", csv_out=tmp_path / "e.csv",
+                                           metrics_out=tmp_path / "m_e"))
+    assert set(read(tmp_path / "m_e" / "info.json")) == {"no_proofreader"}
+
+
 def test_inject_errors_changes_exactly_n_given_digits():
     module = stage("error_injection")
     from satground.data import Boards
