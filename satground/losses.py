@@ -65,7 +65,7 @@ def symbol_grounding_loss(pred: torch.Tensor, target: torch.Tensor, kind: str = 
 
 
 # ---------------------------------------------------------------------------------------------
-# Losses that keep the Proposition at nine digits (issue 24). The 2-norm form above scores
+# Losses that keep the Proposition at nine digits. The 2-norm form above scores
 # uniform outputs (P_hat ~ 0.7055 everywhere at K = 9) at 1 - 3 * 0.7055 = -1.12, below a
 # permutation's 0, so SATNet is driven to uniform outputs. The forms below reward only the
 # entries of one matching of P_hat, chosen from a running P_hat carried across batches and

@@ -3,23 +3,21 @@
 All share the pipeline pixels -> PCA (50 components) -> embedding -> k-means with K clusters
 (best of several restarts); new images take the majority cluster of their nearest training
 images in PCA space (peers: a support-vector classifier). PCA, k-means and the neighbour search
-are scikit-learn's. No labels anywhere. Minutes of InfoGAN training on 2 CPU cores do not
-reach the ~88 % clustering accuracy the rest of the pipeline needs; these do in seconds.
+are scikit-learn's. No labels anywhere. They need no training, where InfoGAN needs minutes of
+it on a CPU (their accuracies: docs/results.md, "Clustering without labels").
 
 - spectral: k-nearest-neighbour graph with self-tuning Gaussian weights (sigma_i = distance to
   the 7th neighbour, Zelnik-Manor & Perona 2004), the 2K leading eigenvectors of the normalised
   affinity D^-1/2 W D^-1/2, row-normalised. With only K eigenvectors, digits written in two
-  styles took two clusters and two similar digits shared one (62 % on the 4-digit default
-  data); 2K gives the k-means room to separate them. It still does that on some subsets: 88-98 %
-  test accuracy over six data seeds of the default profile (README).
+  styles can take two clusters and two similar digits share one; 2K gives the k-means room to
+  separate them.
 - umap: UMAP (McInnes et al. 2018, the umap-learn package) to 10 dimensions, min_dist 0 (tight
-  clusters, as recommended for clustering): 95-97 % on the same six.
+  clusters, as recommended for clustering).
 - peers: the Sudoku rules as label-free evidence. Two given cells of one row, column or box hold
   different digits, so the images they show cannot share a cluster (a cannot-link). The
   embedding is the K leading eigenvectors of the signed graph A - peer_weight * L, where A is the
   spectral method's normalised image affinity and L the normalised cannot-link graph of the
-  training boards: k-means then groups images that look alike and are never peers. Measured in
-  the README (nine digits: 72-78 % for umap and spectral, over 95 % for this).
+  training boards: k-means then groups images that look alike and are never peers.
 """
 from __future__ import annotations
 

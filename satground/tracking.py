@@ -2,7 +2,7 @@
 
     metrics/<stage>/metrics.json    the stage's headline values (dvclive's summary): the one file
                                     `dvc metrics show` and `dvc exp show` read for the stage, with
-                                    short names unique across stages (README, "Metrics glossary")
+                                    short names unique across stages (docs/metrics-and-plots.md)
     metrics/<stage>/plots/metrics/  per-epoch curves (dvclive .tsv files), step = epoch from 1
     metrics/<stage>/info.json       bookkeeping: sizes, sources, parameter counts (not a metric)
     metrics/<stage>/scores.json     a model's full test scores, with and without proofreader,

@@ -20,14 +20,14 @@ The product runs on one of two tiles:
   (`tile_shape()` names the one built);
 - AMX tiles (float32, k up to 32, CPUs with AMX-BF16, e.g. Sapphire Rapids Xeons): 16 rows, each
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
-  product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"). That is about 1e-4 of
-  float32's relative accuracy in the outputs and gradients (tested against the reference; the
-  fp32 tile gives about 1e-5), for twice the layer's speed. SATGROUND_CPU_PRECISION=fp32 keeps
+  product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"): less accurate than the fp32
+  tile, within the tests' tolerance against the reference, and faster (docs/satnet-layer.md).
+  SATGROUND_CPU_PRECISION=fp32 keeps
   the vector tile everywhere.
 
 The batch is split over torch's thread count, one whole sample per task: ctypes releases the
 GIL during each call, so plain Python threads run the samples in parallel, and no BLAS call runs
-while they do (numba's and torch's thread pools switching every block once ran 30x slower).
+while they do (numba's and torch's thread pools switching every block is slow; docs/satnet-layer.md).
 
 Why C rather than numba: numba's vectoriser kept its tile at 256 bits and could not hold a tile
 of vector accumulators in registers, so it ran at about a third of a GEMM's rate. The source is
