@@ -112,22 +112,42 @@ def test_a_second_dvc_repro_on_a_running_workspace_is_refused_and_the_first_ends
 
 
 @pytest.mark.slow
-def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_repo):
-    """A DVC cache object whose bytes changed (a bad disk, a hand edit): DVC's own hash check
-    refuses to check it out (one error naming the output, the workspace file not written), and
-    `dvc repro` reruns the stage that made it, restoring the same bytes."""
+def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_repo, tmp_path):
+    """A DVC cache object whose bytes changed (a bad disk, a hand edit, a tampered remote).
+    Locally, DVC trusts its cache at `dvc checkout` but hashes it again at `dvc status` and
+    `dvc repro`: the stage shows as changed, and `dvc repro` reruns it, restoring the same bytes.
+    Pulled from a remote, the object is refused at checkout, naming the output, and not written."""
+    import hashlib
+
     lock = yaml.safe_load((smoke_repo / "dvc.lock").read_text())
     (out,) = lock["stages"]["curves"]["outs"]
-    obj = smoke_repo / ".dvc" / "cache" / "files" / "md5" / out["md5"][:2] / out["md5"][2:]
-    obj.chmod(0o644)
-    obj.write_bytes(obj.read_bytes()[:-1] + b"x")
-    (smoke_repo / out["path"]).unlink()
-    checkout = sh(["dvc", "checkout", out["path"]], smoke_repo, check=False)
-    assert checkout.returncode != 0 and out["path"] in checkout.stderr, checkout.stderr
-    assert not (smoke_repo / out["path"]).exists()
+    path, md5 = smoke_repo / out["path"], out["md5"]
+
+    def tamper(store: Path):
+        obj = store / "files" / "md5" / md5[:2] / md5[2:]
+        obj.chmod(0o644)
+        obj.write_bytes(obj.read_bytes()[:-1] + b"x")
+
+    # a remote holding the object, then tampered with
+    remote = tmp_path / "remote"
+    sh(["dvc", "remote", "add", "--local", "shared", str(remote)], smoke_repo)
+    sh(["dvc", "push", "-r", "shared", out["path"]], smoke_repo)
+    tamper(remote)
+    clone = tmp_path / "clone"
+    sh(["git", "clone", "-q", str(smoke_repo), str(clone)], tmp_path)
+    sh(["dvc", "remote", "add", "--local", "shared", str(remote)], clone)
+    pulled = sh(["dvc", "pull", "-r", "shared", out["path"]], clone, check=False)
+    assert pulled.returncode != 0 and out["path"] in pulled.stderr, pulled.stderr
+    assert not (clone / out["path"]).exists()
+
+    # the local cache object tampered with
+    tamper(smoke_repo / ".dvc" / "cache")
+    path.unlink()
+    sh(["dvc", "checkout", out["path"]], smoke_repo, check=False)  # DVC's checkout trusts its cache
     assert stale_stages(smoke_repo) == {"curves"}
     sh(["dvc", "repro"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
+    assert hashlib.md5(path.read_bytes()).hexdigest() == md5
     assert yaml.safe_load((smoke_repo / "dvc.lock").read_text()) == lock
 
 
