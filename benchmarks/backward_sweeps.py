@@ -8,7 +8,7 @@ published code). This runs one 9x9 batch (n=729, m=600, aux=300, batch 40, 36 ra
 layer's defaults) on the cpu backend, then the backward again with its sweeps capped, and prints
 the relative error of S.grad and z.grad against the uncapped backward and against a backward of
 --converged sweeps (the solve's limit). A state dict with `satnet.S` (a trained 9x9 SATNet, e.g.
-benchmarks/learning_speed.py's --resume file) replaces the initial S.
+studies/learning_speed.py's --resume file) replaces the initial S.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import argparse
 
 import torch
 
+from common import sudoku_batch
 from satground.satnet import SATNet, cpu
-from satnet_speed import sudoku_batch
 
 
 def main():

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from satground.digitcnn import DigitCNN  # noqa: E402
-from satground.lenet import LeNet  # noqa: E402
+from satground.digitcnn import DigitCNN
+from satground.lenet import LeNet
 
 NETS = {"lenet": (lambda: LeNet(9), 1440), "cnn": (lambda: DigitCNN(9), 128)}
 

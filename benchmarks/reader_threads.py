@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from satground.mnist import load_digits  # noqa: E402
-from satground.reread import train_reader  # noqa: E402
+from satground.mnist import load_digits
+from satground.reread import train_reader
 
 
 def timed_reader(threads: int, images, labels, args):

@@ -37,17 +37,7 @@ import time
 
 import torch
 
-
-def sudoku_batch(batch: int, givens: int, generator: torch.Generator):
-    """Random one-hot givens in `givens` random cells of each 9x9 board (729 variables)."""
-    z = torch.zeros(batch, 81, 9)
-    is_input = torch.zeros(batch, 81, 9, dtype=torch.bool)
-    for b in range(batch):
-        cells = torch.randperm(81, generator=generator)[:givens]
-        digits = torch.randint(9, (givens,), generator=generator)
-        z[b, cells, digits] = 1.0
-        is_input[b, cells] = True
-    return z.view(batch, 729), is_input.view(batch, 729)
+from common import sudoku_batch
 
 
 def time_backend(backend: str, args) -> dict:

@@ -22,10 +22,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from satground.io import PipelineError, atomic_directory, json_text, load_json
+from satground.metrics import markdown_table
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from satground.io import PipelineError, atomic_directory, json_text, load_json  # noqa: E402
-from satground.metrics import markdown_table  # noqa: E402
 
 PERMUTATION = "models/permutation.json"
 RECORD = {"params.yaml", "dvc.lock", "permutation.json", "metrics", "plots", "run.json", "summary.md"}

@@ -9,13 +9,11 @@ of our stages does not touch them).
 """
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from satground.io import PipelineError  # noqa: E402
+from satground.io import PipelineError
 
 COLUMNS = {"board_accuracy_pct": "exact", "blank_board_accuracy_pct": "every blank right"}
 

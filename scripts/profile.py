@@ -8,9 +8,8 @@ or `dvc exp run -n NAME` to record the run as an experiment.
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from satground.io import PipelineError  # noqa: E402
-from satground.params import params_text  # noqa: E402
+from satground.io import PipelineError
+from satground.params import params_text
 
 
 def main(argv):

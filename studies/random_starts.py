@@ -1,7 +1,7 @@
 """SATNet's random starts at test time (issue 25): one start against the mean of several.
 
-    python benchmarks/random_starts.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/random_starts.jsonl
-    python benchmarks/random_starts.py --table results/cpu9_rules/epochs14/random_starts.jsonl
+    python studies/random_starts.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/random_starts.jsonl
+    python studies/random_starts.py --table results/cpu9_rules/epochs14/random_starts.jsonl
 
 SATNet's forward pass draws random unit vectors to start the mixing method from, so two passes
 on one board can end in different local optima of the relaxation. This scores the `evaluate`
@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from benchmarks.misreadings import run_arguments, test_boards  # noqa: E402
-from satground.io import seed_everything  # noqa: E402
-from satground.metrics import solution_metrics  # noqa: E402
-from satground.models import VisualSolver, load_solver  # noqa: E402
-from satground.reread import Checked  # noqa: E402
-from satground.training import predict, predicted_digits  # noqa: E402
+from common import append_rows, markdown, read_rows, run_arguments, test_boards
+from satground.io import seed_everything
+from satground.metrics import solution_metrics
+from satground.models import VisualSolver, load_solver
+from satground.reread import Checked
+from satground.training import predict, predicted_digits
 
 
 class CheckedReadings(VisualSolver):
@@ -93,30 +90,27 @@ def main():
                          "boards": boards, "boards_std": boards_std, "blank_boards": blank, "blank_boards_std": blank_std,
                          "seconds": round(time.time() - started, 1)})
             print(json.dumps(rows[-1]), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("a") as out:
-        out.writelines(json.dumps(row) + "\n" for row in rows)
+    append_rows(args.out, rows)
 
 
 def table(path: Path) -> str:
     """Each run's rows, then each solver and n across runs: mean +- std of the runs' means."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_rows(path)
 
     def pct(mean, std):
         return f"{100 * mean:.1f}" + (f" +- {100 * std:.1f}" if std is not None else "")
-    out = ["| run | solver | starts averaged | groups of starts | exact boards % | every blank right % |",
-           "|---" * 6 + "|"]
-    for r in rows:
-        out.append(f"| {r['run']} | {r['solver']} | {r['starts']} | {r['groups']} | "
-                   f"{pct(r['boards'], r['boards_std'])} | {pct(r['blank_boards'], r['blank_boards_std'])} |")
-    out += ["", "| solver | starts averaged | runs | exact boards %, mean +- std over runs | every blank right % |",
-            "|---" * 5 + "|"]
-    keys = dict.fromkeys((r["solver"], r["starts"]) for r in rows)
-    for solver, n in keys:
+    runs = markdown(["run", "solver", "starts averaged", "groups of starts", "exact boards %",
+                     "every blank right %"],
+                    ([r["run"], r["solver"], r["starts"], r["groups"], pct(r["boards"], r["boards_std"]),
+                      pct(r["blank_boards"], r["blank_boards_std"])] for r in rows))
+    across = []
+    for solver, n in dict.fromkeys((r["solver"], r["starts"]) for r in rows):
         same = [r for r in rows if (r["solver"], r["starts"]) == (solver, n)]
         exact, blank = (mean_std([r[key] for r in same]) for key in ("boards", "blank_boards"))
-        out.append(f"| {solver} | {n} | {len(same)} | {pct(*exact)} | {pct(*blank)} |")
-    return "\n".join(out)
+        across.append([solver, n, len(same), pct(*exact), pct(*blank)])
+    return "\n".join([runs, "", markdown(["solver", "starts averaged", "runs",
+                                          "exact boards %, mean +- std over runs", "every blank right %"],
+                                         across)])
 
 
 if __name__ == "__main__":

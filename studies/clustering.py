@@ -1,6 +1,6 @@
-"""Clustering accuracy over data seeds, through the real `prepare` and `cluster` stages (README).
+"""Clustering accuracy over data seeds, through the real `prepare` and `cluster` stages (docs/studies/clustering.md).
 
-    python benchmarks/clustering.py --methods peers umap --digits 4 9 --seeds 0 1 2 3 4 \
+    python studies/clustering.py --methods peers umap --digits 4 9 --seeds 0 1 2 3 4 \
         --out results/clustering.jsonl
 
 For each board size and data seed it prepares the boards of the default profile (4 digits:
@@ -11,48 +11,33 @@ are read for this report only) and the CPU seconds of the stage process. One JSO
 --n-train sets the number of training boards instead: fewer boards show each image fewer times,
 which is what the peers method's evidence depends on.
 
-    python benchmarks/clustering.py --table results/clustering.jsonl    # the README's tables
+    python studies/clustering.py --table results/clustering.jsonl    # the tables of docs/studies/clustering.md
 
 `--restarts R` runs each with cluster.restarts = R (cluster seeds S..S+R-1; the stage keeps the
 run with the fewest peer conflicts) and `--epochs E` sets InfoGAN's epochs:
 
-    OMP_NUM_THREADS=1 python benchmarks/clustering.py --methods infogan --digits 4 --seeds 0 1 2 3 4 \
+    OMP_NUM_THREADS=1 python studies/clustering.py --methods infogan --digits 4 --seeds 0 1 2 3 4 \
         --restarts 3 --epochs 20 --out results/cluster_restarts.jsonl
-    python benchmarks/clustering.py --restarts-table results/cluster_restarts.jsonl
+    python studies/clustering.py --restarts-table results/cluster_restarts.jsonl
 """
 from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from satground.io import load_json  # noqa: E402
-from satground.params import compose  # noqa: E402
-
+from common import append_rows, markdown, read_rows, stage
+from satground.io import load_json
+from satground.params import compose
 
 
 def held_out(row: dict) -> float:
     """A run's clustering accuracy on held-out images: the dev images (records before the dev
     split scored the test images)."""
     return row["dev_accuracy"] if "dev_accuracy" in row else row["test_accuracy"]
-
-def stage(script: str, *args) -> float:
-    """Run a stage script; returns the CPU seconds (user + system) it took."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, str(REPO / "stages" / script), *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    if done.returncode != 0:
-        sys.exit(f"{script} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def params_for(digits: int, seed: int, method: str, n_train: int | None, restarts: int = 1,
@@ -76,7 +61,7 @@ def params_for(digits: int, seed: int, method: str, n_train: int | None, restart
 def table(path: Path) -> str:
     """Markdown tables of a results file: one per (digits, training boards), a row per data seed,
     a column per method with test % (train %) and CPU seconds."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_rows(path)
     out = []
     for digits, boards in sorted({(r["digits"], r["train_boards"]) for r in rows}):
         group = [r for r in rows if (r["digits"], r["train_boards"]) == (digits, boards)]
@@ -84,15 +69,15 @@ def table(path: Path) -> str:
         uses = group[0]["uses_per_image"]
         out.append(f"{digits} digits, {boards:,} training boards ({group[0]['train_images']:,} images, "
                    f"each in {uses} boards on average): held-out images % (dev; test in records before the dev split), CPU s\n")
-        out.append("| data seed | " + " | ".join(methods) + " |")
-        out.append("|---" * (len(methods) + 1) + "|")
+        lines = []
         for seed in sorted({r["data_seed"] for r in group}):
             cells = []
             for method in methods:
                 found = [r for r in group if r["data_seed"] == seed and r["method"] == method]
                 cells.append("" if not found else f"{100 * held_out(found[-1]):.1f}, "
                              f"{found[-1]['cpu_seconds']:.0f} s")
-            out.append(f"| {seed} | " + " | ".join(cells) + " |")
+            lines.append([seed, *cells])
+        out.append(markdown(["data seed", *methods], lines))
         out.append("")
     return "\n".join(out)
 
@@ -101,10 +86,8 @@ def restarts_table(path: Path, threshold: float = 0.88) -> str:
     """Markdown table of the runs with several restarts: each restart's test accuracy and peer
     conflicts, the one kept, and whether a run above `threshold` existed and was kept. Beside it,
     the run a cluster-balance criterion (smallest largest cluster) would have kept."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if len(r.get("restarts", [])) > 1]
-    out = ["| digits | data seed | epochs | each restart: cluster seed: test % (peer conflicts %) | kept | "
-           f"a run > {threshold:.0%}? | kept > {threshold:.0%}? | balance would keep |", "|---" * 8 + "|"]
+    rows = [r for r in read_rows(path) if len(r.get("restarts", [])) > 1]
+    lines = []
     for r in rows:
         runs = r["restarts"]
         cells = "; ".join(f"seed {run['seed']}: {100 * held_out(run):.1f} "
@@ -112,11 +95,12 @@ def restarts_table(path: Path, threshold: float = 0.88) -> str:
         kept = next(run for run in runs if run["seed"] == r["kept_seed"])
         balanced = min(runs, key=lambda run: run["train_largest_cluster"])
         exists = any(held_out(run) > threshold for run in runs)
-        out.append(f"| {r['digits']} | {r['data_seed']} | {r['epochs']} | {cells} | "
-                   f"{100 * held_out(kept):.1f} | {'yes' if exists else 'no'} | "
-                   f"{'yes' if held_out(kept) > threshold else 'no'} | "
-                   f"{100 * held_out(balanced):.1f} |")
-    return "\n".join(out)
+        lines.append([r["digits"], r["data_seed"], r["epochs"], cells, f"{100 * held_out(kept):.1f}",
+                      "yes" if exists else "no", "yes" if held_out(kept) > threshold else "no",
+                      f"{100 * held_out(balanced):.1f}"])
+    return markdown(["digits", "data seed", "epochs", "each restart: cluster seed: test % (peer conflicts %)",
+                     "kept", f"a run > {threshold:.0%}?", f"kept > {threshold:.0%}?", "balance would keep"],
+                    lines)
 
 
 def main():
@@ -137,8 +121,7 @@ def main():
         return
     if args.out is None:
         parser.error("--out is required to run")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as scratch, args.out.open("a") as out:
+    with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         for digits in args.digits:
             for seed in args.seeds:
@@ -166,8 +149,7 @@ def main():
                            "epochs": metrics["epochs"], "kept_seed": metrics["seed"],
                            "restarts": metrics["restarts"]}
                     print(json.dumps(row), flush=True)
-                    out.write(json.dumps(row) + "\n")
-                    out.flush()
+                    append_rows(args.out, [row])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Which reader after end-to-end training (issue 25; the `reread` stage)? One finished run.
 
-    python benchmarks/readers.py --run-dir /path/to/finished/run --out results/readers/runs.jsonl
-    python benchmarks/readers.py --table results/readers/runs.jsonl
+    python studies/readers.py --run-dir /path/to/finished/run --out results/readers/runs.jsonl
+    python studies/readers.py --table results/readers/runs.jsonl
 
 Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, params.yaml's `reread`
 section) and trains readers on the training boards' given images with three sources of labels:
@@ -21,27 +21,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from satground.data import given_image_indices, load_boards, load_image_labels  # noqa: E402
-from satground.io import seed_everything  # noqa: E402
-from satground.lenet import predict as classify  # noqa: E402
-from satground.models import VisualSolver, load_solver  # noqa: E402
-from satground.params import load_params  # noqa: E402
-from satground.reread import pseudo_labels, satnet_votes, train_reader  # noqa: E402
-from satground.training import solution_scores  # noqa: E402
+from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments
+from satground.data import given_image_indices, load_boards, load_image_labels
+from satground.io import seed_everything
+from satground.lenet import predict as classify
+from satground.models import VisualSolver, load_solver
+from satground.params import load_params
+from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.training import solution_scores
 
 
 def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     cfg = load_params(run_dir / "params.yaml").reread
-    prepared = run_dir / "data" / "prepared"
+    prepared = run_dir / WORKSPACE["prepared"]
     train, test = load_boards(prepared, "train"), load_boards(prepared, "test")
     solution = load_boards(prepared, "test", view="grounded").labels
     model = load_solver(run_dir / "models" / "solver.pt", boards=train, kind="visual")
@@ -75,36 +73,26 @@ def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
                "boards": scores["board_accuracy"], "blank_boards": scores["blank_board_accuracy"],
                "cpu_seconds": round(seconds, 1)}
         print(json.dumps(row), flush=True)
-        with open(out, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_rows(out, [row])
 
 
 def table(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| labels | reader | training labels right % | test images read right % | "
-             "boards exact % | every blank right % | CPU s |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        label = "n/a" if r["label_accuracy"] is None else f"{100 * r['label_accuracy']:.2f}"
-        lines.append(f"| {r['labels']} | {r['reader']} | {label} | {100 * r['test_accuracy']:.2f} | "
-                     f"{100 * r['boards']:.1f} | {100 * r['blank_boards']:.1f} | {r['cpu_seconds']} |")
-    return "\n".join(lines)
+    return markdown(
+        ["labels", "reader", "training labels right %", "test images read right %", "boards exact %",
+         "every blank right %", "CPU s"],
+        ([r["labels"], r["reader"],
+          "n/a" if r["label_accuracy"] is None else f"{100 * r['label_accuracy']:.2f}",
+          f"{100 * r['test_accuracy']:.2f}", f"{100 * r['boards']:.1f}", f"{100 * r['blank_boards']:.1f}",
+          r["cpu_seconds"]] for r in read_rows(path)))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", type=Path, help="a finished dvc repro workspace")
-    parser.add_argument("--out", type=Path, help="JSON lines file to append rows to")
     parser.add_argument("--only", nargs="+", metavar="LABELS:READER",
                         help="these rows only, e.g. reread:cnn (the stage's) or 'as trained:-'")
-    parser.add_argument("--table", type=Path, help="print the markdown table of a rows file")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(args.table))
-    elif args.run_dir and args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+    args = run_arguments(parser, table, argv)
+    if args is not None:
         run(args.run_dir, args.out, args.only)
-    else:
-        parser.error("give --run-dir and --out, or --table")
 
 
 if __name__ == "__main__":

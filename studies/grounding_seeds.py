@@ -1,8 +1,8 @@
 """Grounding robustness over seeds: the stages up to `ground` at 9x9, each seed changed together.
 
-    python benchmarks/grounding_seeds.py --profile cpu9_rules --seeds 0 1 2 3 4 \
+    python studies/grounding_seeds.py --profile cpu9_rules --seeds 0 1 2 3 4 \
         --out results/cpu9_rules/grounding_seeds.jsonl
-    python benchmarks/grounding_seeds.py --table results/cpu9_rules/grounding_seeds.jsonl
+    python studies/grounding_seeds.py --table results/cpu9_rules/grounding_seeds.jsonl
 
 For each seed S it runs the real `prepare`, `cluster`, `distill` and `ground` stages on the
 profile's params with data.seed = cluster.seed = distill.seed = seed = S (other boards, other
@@ -11,7 +11,7 @@ stage kept, and the Symbol Grounding Loss's own, against the truth: the Hungaria
 the classifier's clusters to the true digits of the training images (truth read here, for this
 report only; the stages never read it). One JSON line per seed.
 
-    python benchmarks/grounding_seeds.py --run-dir . --profile cpu9 --out FILE
+    python studies/grounding_seeds.py --run-dir . --profile cpu9 --out FILE
 
 reports the same for a finished `dvc repro` workspace (its data/, models/ and metrics/).
 """
@@ -19,25 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from benchmarks.clustering import stage  # noqa: E402
-from satground.data import given_image_indices, load_boards, load_truth  # noqa: E402
-from satground.grounding import load_permutation  # noqa: E402
-from satground.io import load_json  # noqa: E402
-from satground.lenet import load_lenet, predict  # noqa: E402
-from satground.metrics import best_matching, output_metrics, solution_metrics  # noqa: E402
-from satground.models import load_solver  # noqa: E402
-from satground.params import compose, parse_params, read_yaml  # noqa: E402
-from satground.training import predict as predict_boards  # noqa: E402
-from satground.training import predicted_digits  # noqa: E402
+from common import WORKSPACE, append_rows, markdown, read_rows, stage, true_permutation
+from satground.data import load_boards
+from satground.grounding import load_permutation
+from satground.io import load_json
+from satground.metrics import output_metrics, solution_metrics
+from satground.models import load_solver
+from satground.params import compose, parse_params, read_yaml
+from satground.training import predict as predict_boards
+from satground.training import predicted_digits
 
 
 def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:
@@ -57,13 +53,10 @@ def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:
     return params
 
 
+# run_seed's scratch folder (common.WORKSPACE: the same files in a `dvc repro` workspace)
 SCRATCH = {"prepared": "prepared", "lenet": "lenet.pt", "ground": "ground.pt",
            "permutation": "permutation.json", "cluster": "cluster_metrics", "distill": "distill",
            "ground_metrics": "ground"}
-# a `dvc repro` workspace (dvc.yaml's outputs)
-WORKSPACE = {"prepared": "data/prepared", "lenet": "models/lenet.pt", "ground": "models/ground.pt",
-             "permutation": "models/permutation.json", "cluster": "metrics/cluster",
-             "distill": "metrics/distill", "ground_metrics": "metrics/ground"}
 
 
 def test_board_scores(files: dict, saved: dict) -> dict:
@@ -79,15 +72,6 @@ def test_board_scores(files: dict, saved: dict) -> dict:
     argmax = torch.tensor(saved["argmax"])
     authors = solution_metrics(predicted_digits(probs, test.n_digits, argmax), solution, test)
     return {"test_blank_cells": blank["blank_cells"], "test_all_cells_authors": authors["cell_accuracy"]}
-
-
-def true_permutation(prepared: Path, lenet: Path) -> list[int]:
-    """cluster -> digit of the distilled classifier on the training given-cell images (truth)."""
-    boards = load_boards(prepared, "train")
-    pool = given_image_indices(boards)
-    clusters = predict(load_lenet(lenet), boards.images[pool])
-    digits = load_truth(prepared, "train", boards)["image_labels"][pool].long() - 1
-    return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 
 
 def grounding_report(folder: Path, layout: dict) -> dict:
@@ -132,8 +116,6 @@ def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -
 
 
 def table(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
     def mark(ok):
         return "n/a" if ok is None else "right" if ok else "wrong"
 
@@ -144,17 +126,17 @@ def table(path: Path) -> str:
         key = key if key in row or older is None else older
         return f"{100 * row[key]:.1f}" if key in row else "n/a"
 
-    out = ["| seed | clustering, dev % | LeNet, dev % | grounding, val blank cells % | test blank cells % | "
-           "test all cells % (authors') | arg max a permutation | permutation kept | the loss's own | "
-           "from peer labels | CPU min |", "|---" * 11 + "|"]
-    for r in sorted(rows, key=lambda r: r["seed"]):
-        out.append(f"| {r['seed']} | {pct(r, 'cluster_dev_accuracy', 'cluster_test_accuracy')} | {pct(r, 'lenet_dev_accuracy', 'lenet_test_accuracy')} | "
-                   f"{pct(r, 'ground_val_output_cell_accuracy')} | {pct(r, 'test_blank_cells')} | "
-                   f"{pct(r, 'test_all_cells_authors')} | "
-                   f"{'yes' if r.get('argmax_is_permutation') else 'no'} | {mark(r['permutation_right'])} "
-                   f"({r['permutation_source']}) | {mark(r['loss_permutation_right'])} | "
-                   f"{mark(r['peers_permutation_right'])} | {minutes(r)} |")
-    return "\n".join(out)
+    return markdown(
+        ["seed", "clustering, dev %", "LeNet, dev %", "grounding, val blank cells %", "test blank cells %",
+         "test all cells % (authors')", "arg max a permutation", "permutation kept", "the loss's own",
+         "from peer labels", "CPU min"],
+        ([r["seed"], pct(r, "cluster_dev_accuracy", "cluster_test_accuracy"),
+          pct(r, "lenet_dev_accuracy", "lenet_test_accuracy"), pct(r, "ground_val_output_cell_accuracy"),
+          pct(r, "test_blank_cells"), pct(r, "test_all_cells_authors"),
+          "yes" if r.get("argmax_is_permutation") else "no",
+          f"{mark(r['permutation_right'])} ({r['permutation_source']})", mark(r["loss_permutation_right"]),
+          mark(r["peers_permutation_right"]), minutes(r)]
+         for r in sorted(read_rows(path), key=lambda r: r["seed"])))
 
 
 def main():
@@ -179,15 +161,13 @@ def main():
         row = {"profile": args.profile, "overrides": [f"run-dir {args.run_dir}"], "seed": params.data.seed,
                **grounding_report(args.run_dir, WORKSPACE), "cpu_seconds": None}
         print(json.dumps(row))
-        with args.out.open("a") as out:
-            out.write(json.dumps(row) + "\n")
+        append_rows(args.out, [row])
         return
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:
             row = run_seed(Path(scratch) / str(seed), args.profile, seed, args.set)
             print(json.dumps(row), flush=True)
-            with args.out.open("a") as out:
-                out.write(json.dumps(row) + "\n")
+            append_rows(args.out, [row])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Misread givens at 9x9 (issue 25): which test-time variant lets reasoning overrule a misreading?
 
-    python benchmarks/misreadings.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/misreadings.jsonl
-    python benchmarks/misreadings.py --table results/cpu9_rules/epochs14/misreadings.jsonl
+    python studies/misreadings.py --run-dir /path/to/finished/run --out results/cpu9_rules/epochs14/misreadings.jsonl
+    python studies/misreadings.py --table results/cpu9_rules/epochs14/misreadings.jsonl
 
 Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, models/solver_proofread.pt)
 and scores the test boards under each variant, nothing retrained:
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,16 +37,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from benchmarks.grounding_seeds import WORKSPACE  # noqa: E402
-from satground.data import Boards, load_boards, load_truth  # noqa: E402
-from satground.io import seed_everything  # noqa: E402
-from satground.lenet import image_batch  # noqa: E402
-from satground.metrics import solution_metrics  # noqa: E402
-from satground.models import VisualSolver, load_solver  # noqa: E402
-from satground.reread import Checked  # noqa: E402
-from satground.training import predict, predicted_digits  # noqa: E402
+from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments, test_boards
+from satground.data import Boards, load_truth
+from satground.io import seed_everything
+from satground.lenet import image_batch
+from satground.metrics import solution_metrics
+from satground.models import VisualSolver, load_solver
+from satground.reread import Checked
+from satground.training import predict, predicted_digits
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
 
@@ -91,27 +88,6 @@ def digits_of(model: VisualSolver, boards: Boards, threshold: float, batch_size:
     # evaluate stage's, params seed 0), so only the variant differs between rows
     seed_everything(0)
     return predicted_digits(predict(model, boards, batch_size, torch.device("cpu")), boards.n_digits)
-
-
-def run_arguments(parser: argparse.ArgumentParser, table) -> argparse.Namespace | None:
-    """A run benchmark's command line: --run-dir and --out to run, or --table to print a results
-    file with `table(path)` (then None)."""
-    parser.add_argument("--run-dir", type=Path, help="a finished `dvc repro` workspace")
-    parser.add_argument("--out", type=Path, help="JSON lines, appended")
-    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
-    args = parser.parse_args()
-    if args.table:
-        print(table(args.table))
-        return None
-    if args.run_dir is None or args.out is None:
-        parser.error("--run-dir and --out are required to run")
-    return args
-
-
-def test_boards(run_dir: Path):
-    """A finished workspace's test boards and their true full solutions (N, C)."""
-    prepared = run_dir / WORKSPACE["prepared"]
-    return load_boards(prepared, "test"), load_boards(prepared, "test", view="grounded").labels.long()
 
 
 def main():
@@ -159,22 +135,18 @@ def main():
                "givens_all_right_after": float(read.float().mean()), "seconds": seconds}
         print(json.dumps(row), flush=True)
         rows.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("a") as out:
-        out.writelines(json.dumps(row) + "\n" for row in rows)
+    append_rows(args.out, rows)
 
 
 def table(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    out = ["| run | variant | exact boards % | every blank right % | boards with a misread given | "
-           "of those solved exactly % | of those every blank right % | boards read right, solved % | givens all right % |",
-           "|---" * 9 + "|"]
-    for r in rows:
-        out.append(f"| {Path(r['run']).name} | {r['variant']} | {100 * r['boards']:.1f} | "
-                   f"{100 * r['blank_boards']:.1f} | {r['misread_boards']} | {100 * r['rescued']:.1f} | "
-                   f"{100 * r['misread_blanks_right']:.1f} | {100 * r['read_right_solved']:.1f} | "
-                   f"{100 * r['givens_all_right_after']:.1f} |")
-    return "\n".join(out)
+    return markdown(
+        ["run", "variant", "exact boards %", "every blank right %", "boards with a misread given",
+         "of those solved exactly %", "of those every blank right %", "boards read right, solved %",
+         "givens all right %"],
+        ([Path(r["run"]).name, r["variant"], f"{100 * r['boards']:.1f}", f"{100 * r['blank_boards']:.1f}",
+          r["misread_boards"], f"{100 * r['rescued']:.1f}", f"{100 * r['misread_blanks_right']:.1f}",
+          f"{100 * r['read_right_solved']:.1f}", f"{100 * r['givens_all_right_after']:.1f}"]
+         for r in read_rows(path)))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""How fast SATNet learns 9x9 non-visual Sudoku, under controlled changes (README, "Learning speed").
+"""How fast SATNet learns 9x9 non-visual Sudoku, under controlled changes (docs/studies/learning-speed.md).
 
-    python benchmarks/learning_speed.py run --generator hidden_singles --epochs 20 \
+    python studies/learning_speed.py run --generator hidden_singles --epochs 20 \
         --out results/learning_speed/hidden_singles.json
-    python benchmarks/learning_speed.py stats                     # puzzle statistics per generator
-    python benchmarks/learning_speed.py plot results/learning_speed/*.json --out plots/learning_speed.png
+    python studies/learning_speed.py stats                     # puzzle statistics per generator
+    python studies/learning_speed.py plot results/learning_speed/*.json --out plots/learning_speed.png
 
 `run` trains the original SATNet (m, aux, Adam, batch as given; default the paper's 600 / 300 /
 2e-3 / 40) on generated puzzles, the boards in a fixed order as the original's loader, and scores

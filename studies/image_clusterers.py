@@ -6,11 +6,11 @@ fitted model (no refit), and records the Hungarian-matched accuracy of both pool
 read for this report only) with the CPU seconds (user + system) and wall seconds of the whole
 run: a fresh single-threaded Python process doing imports, fit and both assignments.
 
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/image_clusterers.py \
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python studies/image_clusterers.py \
         --methods umap_deskew n2d selflabel --digits 9 4 --seeds 0 1 2 3 4
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/image_clusterers.py \
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python studies/image_clusterers.py \
         --methods simclr --digits 9 --seeds 0
-    python benchmarks/image_clusterers.py --table          # markdown table of runs.jsonl
+    python studies/image_clusterers.py --table          # markdown table of runs.jsonl
 
 Methods:
     umap_deskew  deskewed pixels -> PCA 50 -> UMAP (10-d, min_dist 0) -> Gaussian mixture;
@@ -33,10 +33,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from common import REPO, append_rows, markdown, read_rows
+
 OUT = REPO / "results" / "image_clusterers" / "runs.jsonl"
 METHODS = ("umap_deskew", "n2d", "simclr", "selflabel")
-sys.path.insert(0, str(REPO))
 
 
 # ----------------------------------------------------------------------------- candidates
@@ -178,22 +178,20 @@ def measure(method: str, digits: int, seed: int) -> dict:
 
 
 def table(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    latest = {(r["method"], r["digits"], r["seed"]): r for r in rows}  # a rerun replaces
+    latest = {(r["method"], r["digits"], r["seed"]): r for r in read_rows(path)}  # a rerun replaces
     methods = [m for m in METHODS if any(k[0] == m for k in latest)]
     out = []
     for digits in sorted({k[1] for k in latest}, reverse=True):
         seeds = sorted({k[2] for k in latest if k[1] == digits})
         cols = [m for m in methods if any(k[0] == m and k[1] == digits for k in latest)]
         out.append(f"\n**{digits} digits** (test clustering accuracy %, CPU s of fit + assignment)\n")
-        out.append("| seed | " + " | ".join(cols) + " |")
-        out.append("|---" * (len(cols) + 1) + "|")
+        lines = []
         for s in seeds:
             cells = []
             for m in cols:
                 r = latest.get((m, digits, s))
                 cells.append("" if r is None else f"{100 * r['test_acc']:.1f} ({r['cpu_seconds']:.0f} s)")
-            out.append(f"| {s} | " + " | ".join(cells) + " |")
+            lines.append([s, *cells])
         means = []
         for m in cols:
             rs = [latest[(m, digits, s)] for s in seeds if (m, digits, s) in latest]
@@ -201,7 +199,7 @@ def table(path: Path) -> str:
             cpu = sum(r["cpu_seconds"] for r in rs) / len(rs)
             lo = min(r["test_acc"] for r in rs)
             means.append(f"{100 * acc:.1f} ({cpu:.0f} s), min {100 * lo:.1f}, n={len(rs)}")
-        out.append("| mean | " + " | ".join(means) + " |")
+        out.append(markdown(["seed", *cols], lines + [["mean", *means]]))
     return "\n".join(out)
 
 
@@ -220,14 +218,12 @@ def main():
     if args.table:
         print(table(args.out))
         return
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     for digits in args.digits:
         for seed in args.seeds:
             for method in args.methods:
                 row = measure(method, digits, seed)
                 print(json.dumps(row), flush=True)
-                with args.out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                append_rows(args.out, [row])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ the remaining training boards (screening). Per epoch, one JSON line:
     argmax_is_permutation, argmax_right, loss_perm_right: the epoch-mean P_hat's row arg max is a
                           permutation / is the truth; the loss's permutation is the truth.
 
-Truth (for reporting only, never given to the loss): benchmarks.grounding_seeds.true_permutation,
+Truth (for reporting only, never given to the loss): common.true_permutation (studies/common.py),
 the Hungarian matching of the classifier's clusters to the true digits of the training images.
 
 A data folder holds prepared/ (the prepare stage's output) and lenet.pt (the distilled
@@ -34,16 +34,16 @@ Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4
     mkdir -p /tmp/sgl/cpu9_seed0 && cp -r /tmp/cpu9run/data/prepared /tmp/sgl/cpu9_seed0/ \
         && cp /tmp/cpu9run/models/lenet.pt /tmp/sgl/cpu9_seed0/
     # screening on seed 0, 3,000 training boards
-    python benchmarks/grounding_losses.py --data /tmp/sgl/cpu9_seed0 \
+    python studies/grounding_losses.py --data /tmp/sgl/cpu9_seed0 \
         --seed 0 --n-train 3000 --epochs 3 --loss matched --warmup-epochs 1 --tag screen
     # full runs (9,000 boards: 8,100 training, 900 held out), seeds 0-4
-    python benchmarks/grounding_losses.py --data /tmp/sgl/cpu9_seedS \
+    python studies/grounding_losses.py --data /tmp/sgl/cpu9_seedS \
         --seed S --epochs 2 --loss matched --warmup-epochs 1 --no-output-softmax --tag full
-    python benchmarks/grounding_losses.py --table [--only-tag full]
-    python benchmarks/grounding_losses.py --plot [--only-tag screen]
+    python studies/grounding_losses.py --table [--only-tag full]
+    python studies/grounding_losses.py --plot [--only-tag screen]
 
 Data for seeds 1-4 (prepare, cluster, distill with data/cluster/distill seeds = S on the cpu9
-profile of the time, now cpu9_rules) come from the stages exactly as benchmarks/grounding_seeds.py runs them; 4x4: the same
+profile of the time, now cpu9_rules) come from the stages exactly as studies/grounding_seeds.py runs them; 4x4: the same
 with the default profile.
 """
 from __future__ import annotations
@@ -51,24 +51,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from benchmarks.grounding_seeds import true_permutation  # noqa: E402
-from satground.data import load_boards, load_truth  # noqa: E402
-from satground.grounding import hard_permutation, is_permutation  # noqa: E402
-from satground.io import seed_everything  # noqa: E402
-from satground.lenet import load_lenet  # noqa: E402
-from satground.losses import APPROXMAX, LOSSES, GroundingLoss  # noqa: E402
-from satground.metrics import output_metrics, solution_metrics  # noqa: E402
-from satground.models import SymbolicSolver, VisualSolver  # noqa: E402
-from satground.params import compose  # noqa: E402
-from satground.training import fit, freeze, predict, predicted_digits, subset  # noqa: E402
+from common import REPO, append_rows, markdown, read_rows, true_permutation
+from satground.data import load_boards, load_truth
+from satground.grounding import hard_permutation, is_permutation
+from satground.io import seed_everything
+from satground.lenet import load_lenet
+from satground.losses import APPROXMAX, LOSSES, GroundingLoss
+from satground.metrics import output_metrics, solution_metrics
+from satground.models import SymbolicSolver, VisualSolver
+from satground.params import compose
+from satground.training import fit, freeze, predict, predicted_digits, subset
 
 RESULTS = REPO / "results" / "grounding_losses"
 
@@ -154,8 +151,7 @@ def run(args) -> None:
                    "seconds": round(time.time() - clock["start"], 1)}
             print(json.dumps({k: v for k, v in row.items() if k not in config or k in ("loss", "seed")}),
                   flush=True)
-            with args.out.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+            append_rows(args.out, [row])
             clock["start"] = time.time()
 
     fit(model, train, val, optimizer, loss_fn, args.epochs, batch_size, device, generator,
@@ -163,8 +159,7 @@ def run(args) -> None:
 
 
 def load_rows(path: Path, tag: str | None) -> list[dict]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if tag is None or r["tag"] == tag]
+    return [r for r in read_rows(path) if tag is None or r["tag"] == tag]
 
 
 def label(r: dict) -> str:
@@ -181,17 +176,15 @@ def table(rows: list[dict]) -> str:
     def yes(x):
         return "yes" if x else "no"
 
-    out = ["| tag | K | loss form | seed | boards | epoch (form) | train loss | blank cells % "
-           "(loss's perm) | blank cells % (true perm) | all cells % (authors) | top-2 margin | "
-           "matched margin | arg max a perm | arg max right | loss perm right | train s |",
-           "|---" * 16 + "|"]
-    for r in rows:
-        out.append(f"| {r['tag']} | {r['board_size'] ** 2} | {label(r)} | {r['seed']} | {r['n_train']} | "
-                   f"{r['epoch']} ({r['form']}) | {r['train_loss']:.4f} | {100 * r['blank_cells']:.1f} | "
-                   f"{100 * r['blank_cells_true_perm']:.1f} | {100 * r['all_cells_authors']:.1f} | "
-                   f"{r['margin_top2']:.4f} | {r['margin_matched']:.4f} | {yes(r['argmax_is_permutation'])} | "
-                   f"{yes(r['argmax_right'])} | {yes(r['loss_perm_right'])} | {r['train_seconds']:.0f} |")
-    return "\n".join(out)
+    return markdown(
+        ["tag", "K", "loss form", "seed", "boards", "epoch (form)", "train loss", "blank cells % (loss's perm)",
+         "blank cells % (true perm)", "all cells % (authors)", "top-2 margin", "matched margin",
+         "arg max a perm", "arg max right", "loss perm right", "train s"],
+        ([r["tag"], r["board_size"] ** 2, label(r), r["seed"], r["n_train"], f"{r['epoch']} ({r['form']})",
+          f"{r['train_loss']:.4f}", f"{100 * r['blank_cells']:.1f}", f"{100 * r['blank_cells_true_perm']:.1f}",
+          f"{100 * r['all_cells_authors']:.1f}", f"{r['margin_top2']:.4f}", f"{r['margin_matched']:.4f}",
+          yes(r["argmax_is_permutation"]), yes(r["argmax_right"]), yes(r["loss_perm_right"]),
+          f"{r['train_seconds']:.0f}"] for r in rows))
 
 
 def plot(rows: list[dict], path: Path) -> None:

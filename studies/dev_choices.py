@@ -1,6 +1,6 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
-    python benchmarks/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--out FILE.csv]
+    python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader

@@ -1,0 +1,96 @@
+"""What the studies share: the repository's folder and a finished run's files, the command line
+of a study that scores a finished run, running a stage script, the true cluster -> digit
+permutation (for reports only), and the JSON-lines records and markdown tables they write.
+
+A study runs as a script from the repository root (`python studies/NAME.py`): Python puts the
+script's folder, studies/, first on the module path, so `from common import ...` finds this file.
+satground comes from the installed package. torch and satground are imported inside the functions
+that need them, so a study that only prints a table starts fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+REPO = Path(__file__).resolve().parents[1]
+
+# a `dvc repro` workspace (dvc.yaml's outputs)
+WORKSPACE = {"prepared": "data/prepared", "lenet": "models/lenet.pt", "ground": "models/ground.pt",
+             "permutation": "models/permutation.json", "cluster": "metrics/cluster",
+             "distill": "metrics/distill", "ground_metrics": "metrics/ground"}
+
+
+def stage(script: str, *args) -> float:
+    """Run a stage script (stages/<script>) from the repository root; returns the CPU seconds
+    (user + system) it took. A failed stage ends the study with its stderr's tail."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, str(REPO / "stages" / script), *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        sys.exit(f"{script} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def run_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
+                  argv: list[str] | None = None) -> argparse.Namespace | None:
+    """The command line of a study that scores a finished run: --run-dir and --out to run, or
+    --table to print a results file with `table(path)` (then None)."""
+    parser.add_argument("--run-dir", type=Path, help="a finished `dvc repro` workspace")
+    parser.add_argument("--out", type=Path, help="JSON lines, appended")
+    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return None
+    if args.run_dir is None or args.out is None:
+        parser.error("--run-dir and --out are required to run")
+    return args
+
+
+def test_boards(run_dir: Path):
+    """A finished workspace's test boards and their true full solutions (N, C)."""
+    from satground.data import load_boards
+
+    prepared = run_dir / WORKSPACE["prepared"]
+    return load_boards(prepared, "test"), load_boards(prepared, "test", view="grounded").labels.long()
+
+
+def true_permutation(prepared: Path, lenet: Path) -> list[int]:
+    """cluster -> digit of the distilled classifier on the training given-cell images: the
+    Hungarian matching of its clusters to the images' true digits (truth read here, for a report
+    only; the stages never read it)."""
+    from satground.data import given_image_indices, load_boards, load_truth
+    from satground.lenet import load_lenet, predict
+    from satground.metrics import best_matching
+
+    boards = load_boards(prepared, "train")
+    pool = given_image_indices(boards)
+    clusters = predict(load_lenet(lenet), boards.images[pool])
+    digits = load_truth(prepared, "train", boards)["image_labels"][pool].long() - 1
+    return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The records of a JSON-lines results file, blank lines skipped."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def append_rows(path: Path, rows: Iterable[dict]) -> None:
+    """Append records to a JSON-lines results file (its folder made if missing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def markdown(header: list[str], rows: Iterable[list]) -> str:
+    """A markdown table: the header, the separator line and a line per row."""
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
