@@ -4,7 +4,7 @@ All share the pipeline pixels -> PCA (50 components) -> embedding -> k-means wit
 (best of several restarts); new images take the majority cluster of their nearest training
 images in PCA space (peers: a support-vector classifier). PCA, k-means and the neighbour search
 are scikit-learn's. No labels anywhere. They need no training, where InfoGAN needs minutes of
-it on a CPU (their accuracies: docs/results.md, "Clustering without labels").
+it on a CPU (their accuracies: docs/studies/clustering.md).
 
 - spectral: k-nearest-neighbour graph with self-tuning Gaussian weights (sigma_i = distance to
   the 7th neighbour, Zelnik-Manor & Perona 2004), the 2K leading eigenvectors of the normalised
