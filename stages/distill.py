@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from satground import lenet
-from satground.ablation import mislabel, shift_boundaries
+from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import load_clusterer
 from satground.data import load_given_images, load_image_labels
 from satground.io import PipelineError, seed_everything

@@ -21,7 +21,7 @@ from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import load_solver
 from satground.params import load_params
-from satground.reread import Checked
+from satground.check import Checked
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores

@@ -20,7 +20,7 @@ from satground.io import seed_everything
 from satground.metrics import markdown_table
 from satground.models import load_solver
 from satground.params import load_params
-from satground.reread import Checked
+from satground.check import Checked
 from satground.stage import stage_device
 from satground.training import solution_scores
 

@@ -19,7 +19,7 @@ Methods:
                  deskewed pixels, UMAP of its codes (K dimensions, 20 neighbours) -> mixture
     simclr       a SimCLR-trained CNN (NT-Xent, two affine views, 40 epochs) on deskewed images,
                  UMAP of its normalised features -> mixture
-    selflabel    satground.selfsupervised.SelfLabelClusterer at its defaults
+    selflabel    satground.clustering.selflabel.SelfLabelClusterer at its defaults
 Results are appended as JSON lines to results/image_clusterers/runs.jsonl.
 """
 from __future__ import annotations
@@ -134,7 +134,7 @@ def run_simclr(train, test, k, seed, epochs=40, batch=256, tau=0.2):
 
 
 def run_selflabel(train, test, k, seed):
-    from satground.selfsupervised import SelfLabelClusterer
+    from satground.clustering.selflabel import SelfLabelClusterer
 
     model = SelfLabelClusterer.fit(train, k, seed=seed)
     return model.assign(train).numpy(), model.assign(test).numpy()

@@ -13,7 +13,7 @@ and scores the test boards under each variant, nothing retrained:
     release<T     givens the classifier reads with confidence below T become blanks: SATNet
                   infers them from their peers; one row per T of --thresholds
     tta+release<T both
-    check         SATNet checks the readings (satground.reread.Checked, --folds folds), as the
+    check         SATNet checks the readings (satground.check.Checked, --folds folds), as the
                   evaluate stage's "+ check" rows
     proofreader+check, and where the run has models/solver_reread.pt (the reread stage):
     re-read, re-read+check   the stage's reader, without and with the check
@@ -43,7 +43,7 @@ from satground.io import seed_everything
 from satground.lenet import image_batch
 from satground.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
-from satground.reread import Checked
+from satground.check import Checked
 from satground.training import predict, predicted_digits
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))

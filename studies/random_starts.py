@@ -5,7 +5,7 @@
 
 SATNet's forward pass draws random unit vectors to start the mixing method from, so two passes
 on one board can end in different local optima of the relaxation. This scores the `evaluate`
-stage's "+ check" rows (satground.reread.Checked, --folds folds) on the test boards of a finished
+stage's "+ check" rows (satground.check.Checked, --folds folds) on the test boards of a finished
 `dvc repro` workspace, for the re-read solver and the proofread one, nothing retrained: the check
 is run once (seeded 0), then --starts solves of the checked boards, each from its own start. One
 row per solver and per n in 1, 2, 4, ...: the mean of n starts' outputs (evaluate.starts = n),
@@ -25,7 +25,7 @@ from common import append_rows, markdown, read_rows, run_arguments, test_boards
 from satground.io import seed_everything
 from satground.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
-from satground.reread import Checked
+from satground.check import Checked
 from satground.training import predict, predicted_digits
 
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from satground import infogan, sudoku
+from satground import sudoku
+from satground.clustering import infogan
 from satground.clustering import load_clusterer, save_clusterer
-from satground.infogan import InfoGANClusterer
+from satground.clustering.infogan import InfoGANClusterer
 from satground.io import PipelineError
 from satground.metrics import clustering_accuracy, peer_conflict_rate
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from satground import infogan, lenet
-from satground.ablation import mislabel, shift_boundaries
+from satground import lenet
+from satground.clustering import infogan
+from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import CLUSTERERS, save_clusterer
 from satground.digitcnn import DigitCNN
-from satground.infogan import InfoGANClusterer
+from satground.clustering.infogan import InfoGANClusterer
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
 

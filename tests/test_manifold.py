@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from satground.clustering import CLUSTERERS, load_clusterer, save_clusterer
-from satground.manifold import SpectralClusterer, UMAPClusterer
+from satground.clustering.manifold import SpectralClusterer, UMAPClusterer
 from satground.metrics import clustering_accuracy
 from satground.mnist import load_digits
 
@@ -66,7 +66,7 @@ def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0)
 @pytest.mark.parametrize("board_size,n_train,train_bound,test_bound", [(3, 1500, 0.95, 0.95), (2, 2000, 0.97, 0.95)])
 def test_peers_clusters_real_digits_from_the_sudoku_rules(tmp_path, board_size, n_train, train_bound, test_bound):
     from satground.data import peer_cannot_links
-    from satground.manifold import PeersClusterer
+    from satground.clustering.manifold import PeersClusterer
 
     data = real_digit_boards(board_size, n_train, n_train // 5)
     boards, idx, images, labels = data["train"]
@@ -90,7 +90,7 @@ def test_peers_clusters_real_digits_from_the_sudoku_rules(tmp_path, board_size, 
 
 
 def test_peers_needs_the_cannot_link_graph():
-    from satground.manifold import PeersClusterer
+    from satground.clustering.manifold import PeersClusterer
 
     images = torch.zeros(20, 28, 28, dtype=torch.uint8) + torch.arange(20)[:, None, None].to(torch.uint8)
     with pytest.raises(ValueError, match="cannot-link graph"):

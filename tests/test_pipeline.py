@@ -75,15 +75,17 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
             params_file.write_text(yaml.safe_dump(params))
             assert stale_stages(smoke_repo) == expected, (section, key)
         params_file.write_text(original)
-        # code deps are per module: the ablation's corruption is imported by distill only, the
-        # Symbol Grounding Loss by ground only (the baselines' BCE lives in training.py)
-        for module, expected in [("ablation.py", {"distill"}), ("losses.py", {"ground"})]:
+        # code deps are per module (per package for the clustering family): the clusterers and
+        # the ablation's corruption rerun cluster and distill, the Symbol Grounding Loss ground
+        # alone (the baselines' BCE lives in training.py), not the stages after them
+        for module, expected in [("clustering/ablation.py", {"cluster", "distill"}),
+                                 ("losses.py", {"ground"})]:
             path = smoke_repo / "satground" / module
             path.write_text(path.read_text() + "\n# touched\n")
             assert stale_stages(smoke_repo) == expected, module
             sh(["git", "checkout", f"satground/{module}"], smoke_repo)
     finally:
-        sh(["git", "checkout", "params.yaml", "satground/losses.py", "satground/ablation.py"], smoke_repo)
+        sh(["git", "checkout", "params.yaml", "satground/losses.py", "satground/clustering/ablation.py"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
 
 

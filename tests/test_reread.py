@@ -9,7 +9,8 @@ from satground.data import build_visual_boards, onehot
 from satground.digitcnn import DigitReader
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.reread import Checked, checked_readings, pseudo_labels, satnet_votes, train_reader
+from satground.check import Checked, checked_readings
+from satground.reread import pseudo_labels, satnet_votes, train_reader
 from satground.sudoku import generate_puzzles
 
 K = 4

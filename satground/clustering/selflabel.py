@@ -33,9 +33,9 @@ import warnings
 import numpy as np
 import torch
 
-from .digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnns
+from ..digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnns
 from .manifold import cluster_members
-from .metrics import best_matching
+from ..metrics import best_matching
 
 
 def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,

@@ -17,9 +17,9 @@ and never depend on which method produced the file.
 from __future__ import annotations
 
 from .infogan import InfoGANClusterer
-from .io import PipelineError, load_torch, save_torch
+from ..io import PipelineError, load_torch, save_torch
 from .manifold import PeersClusterer, SpectralClusterer, UMAPClusterer
-from .selfsupervised import SelfLabelClusterer
+from .selflabel import SelfLabelClusterer
 
 
 CLUSTERERS = {"infogan": InfoGANClusterer, "umap": UMAPClusterer, "spectral": SpectralClusterer,

@@ -20,8 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .io import seed_everything
-from .lenet import image_batch
+from ..io import seed_everything
+from ..lenet import image_batch
 
 
 def _init_weights(module: nn.Module) -> None:

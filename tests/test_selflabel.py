@@ -1,4 +1,4 @@
-"""The image-only clusterer (satground/selfsupervised.py) on a small subset, in seconds."""
+"""The image-only clusterer (satground/clustering/selflabel.py) on a small subset, in seconds."""
 import inspect
 import io
 
@@ -9,7 +9,7 @@ import torch
 from satground.metrics import clustering_accuracy
 from satground.mnist import load_digits
 from satground.digitcnn import deskew
-from satground.selfsupervised import SelfLabelClusterer
+from satground.clustering.selflabel import SelfLabelClusterer
 
 # Small and fast: one embedding, one net, five epochs, one round. Batches of 16 give the net
 # 75 optimiser steps: with 40 or fewer its batch-norm running statistics, which `assign`

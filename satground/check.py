@@ -1,0 +1,60 @@
+"""SATNet's check of a test board's readings (ours, beyond the paper), used by `evaluate`.
+
+The classifier reads each given; the trained SATNet, seeing the board's other givens, infers it
+too. Where the two opinions disagree and SATNet is confident, SATNet's wins: a misread given no
+longer breaks the board. With several random starts the final solve averages SATNet's outputs.
+Nothing here reads a label or the Sudoku rules: the rules come from the trained SATNet.
+"""
+from __future__ import annotations
+
+import torch
+
+from .models import VisualSolver
+
+
+def log_inference(probs: torch.Tensor) -> torch.Tensor:
+    """SATNet's per-digit outputs of a cell (..., K) as a log-distribution over the digits:
+    floored at 1e-4 (one confident wrong output must not veto a digit), renormalised."""
+    probs = probs.clamp(1e-4, 1.0)
+    return (probs / probs.sum(-1, keepdim=True)).log()
+
+
+@torch.no_grad()
+def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int) -> torch.Tensor:
+    """SATNet's check of a board's readings: the givens are dealt into `folds` interleaved folds;
+    per fold, SATNet sees the other givens and infers the fold's cells. A given's checked reading
+    is the product of the classifier's probabilities and SATNet's inference, renormalised (two
+    independent opinions of one digit); blanks stay 0.
+
+    solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
+    B, C = is_input.shape
+    K = z.shape[1] // C
+    readings = z.reshape(B, C, K)
+    fold = (is_input.long().cumsum(1) - 1) % folds  # rank among the board's givens, interleaved
+    log_votes = torch.zeros_like(readings)
+    for f in range(folds):
+        out = is_input & (fold == f)
+        seen = is_input & ~out
+        probs = solver((readings * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
+        log_votes += torch.where(out.unsqueeze(2), log_inference(probs), 0.0)
+    logits = readings.clamp_min(1e-4).log() + log_votes
+    checked = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
+    return checked.reshape(B, C * K)
+
+
+class Checked(VisualSolver):
+    """A visual solver whose readings SATNet checks (`checked_readings`) before it solves the
+    board: test time only, one SATNet pass per fold more. With `starts` > 1 the final solve is
+    the mean of SATNet's outputs from that many random starts of its vectors: the mixing method
+    ends in a different local optimum from each start, and their mean errs less than one."""
+
+    def __init__(self, model: VisualSolver, folds: int, starts: int = 1):
+        super().__init__(model.classifier, model.solver)
+        self.folds, self.starts = folds, starts
+
+    def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds)
+
+    def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
+        z = self.input_probs(images, is_input)
+        return sum(self.solver(z, is_input) for _ in range(self.starts)) / self.starts
