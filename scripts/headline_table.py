@@ -1,13 +1,14 @@
 """The README's results tables, written from the kept records (results/), never by hand.
 
-    python scripts/headline_table.py            # rewrites the table between the README's markers
-    python scripts/headline_table.py --check    # exit 1 if the README's table is not the records'
+    python scripts/headline_table.py            # rewrites the tables between the markers
+    python scripts/headline_table.py --check    # exit 1 if a table is not the records'
 
 One column per configuration: rule-free (`cpu9`, the headline), rule-aware (`cpu9_rules`) and the
 paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
 shows "not run". The 4x4 table is the default profile's record, results/default/, as `evaluate`
-wrote it.
+wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
+scripts/ablation_report.py wrote it) between its markers.
 """
 import argparse
 import statistics
@@ -131,23 +132,43 @@ def between(text: str, begin: str, end: str, block: str, where: Path) -> str:
     return f"{head}{begin}\n{block}{end}{tail}"
 
 
+def seeds_tables(text: str, where: Path) -> str:
+    """`text` with each configuration's seeds table (results/<p>/seeds/seeds.md) between the
+    markers `<!-- <p> seeds table ... -->` and `<!-- end of the <p> seeds table -->`, where present."""
+    for profile in CONFIGURATIONS:
+        begin = f"<!-- {profile} seeds table: written by scripts/headline_table.py from results/{profile}/seeds/seeds.md; do not edit -->"
+        if begin in text:
+            table_file = ROOT / "results" / profile / "seeds" / "seeds.md"
+            if not table_file.is_file():
+                raise PipelineError(f"{table_file}: seeds table not found (scripts/ablation_report.py --sweep seeds writes it)")
+            text = between(text, begin, f"<!-- end of the {profile} seeds table -->", table_file.read_text(), where)
+    return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md's table is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--results-page", type=Path, default=ROOT / "docs" / "results.md")
     args = parser.parse_args(argv)
+    pages = {}
     text = args.readme.read_text()
     new = between(text, BEGIN, END, table(), args.readme)
     if DEFAULT_BEGIN in text:
         new = between(new, DEFAULT_BEGIN, DEFAULT_END, default_table(), args.readme)
+    pages[args.readme] = (text, new)
+    if args.results_page.is_file():
+        text = args.results_page.read_text()
+        pages[args.results_page] = (text, seeds_tables(text, args.results_page))
+    stale = [path for path, (old, new) in pages.items() if old != new]
     if args.check:
-        if new != text:
-            print(f"{args.readme}: the 9x9 table is not the records' (run scripts/headline_table.py)",
-                  file=sys.stderr)
-            return 1
-        return 0
-    args.readme.write_text(new)
-    print(new[new.index(BEGIN):new.index(END)])
+        for path in stale:
+            print(f"{path}: a table is not the records' (run scripts/headline_table.py)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(pages[path][1])
+    readme = pages[args.readme][1]
+    print(readme[readme.index(BEGIN):readme.index(END)])
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The README's 9x9 table is written from the kept records (scripts/headline_table.py): it cannot
-drift from them, and a record that changes makes the check fail."""
+"""The README's tables and docs/results.md's seeds tables are written from the kept records
+(scripts/headline_table.py): they cannot drift from them, and a record that changes makes the
+check fail."""
 import importlib.util
 import json
 import shutil
@@ -31,6 +32,26 @@ def test_a_changed_record_makes_the_readme_table_stale(tmp_path, monkeypatch):
     values["boards"] = 0.0
     metrics.write_text(json.dumps(values))
     assert headline.main(["--check", "--readme", str(readme)]) == 1
+
+
+def test_the_results_page_holds_the_seeds_table_as_recorded(tmp_path, monkeypatch):
+    seeds = tmp_path / "results" / "cpu9" / "seeds"
+    seeds.mkdir(parents=True)
+    (seeds / "seeds.md").write_text("| test boards, % | mean |\n|---|---|\n| exact | 87.0 |\n")
+    monkeypatch.setattr(headline, "ROOT", tmp_path)
+    shutil.copytree(REPO / "results" / "cpu9_rules", tmp_path / "results" / "cpu9_rules",
+                    ignore=shutil.ignore_patterns("*.png", "epochs1*", "*.jsonl"))
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    readme.write_text(f"{headline.BEGIN}\n{headline.END}\n")
+    begin = ("<!-- cpu9 seeds table: written by scripts/headline_table.py from "
+             "results/cpu9/seeds/seeds.md; do not edit -->")
+    page.write_text(f"text\n{begin}\nold\n<!-- end of the cpu9 seeds table -->\nmore\n")
+    args = ["--readme", str(readme), "--results-page", str(page)]
+    assert headline.main(args) == 0
+    assert page.read_text() == f"text\n{begin}\n{(seeds / 'seeds.md').read_text()}<!-- end of the cpu9 seeds table -->\nmore\n"
+    assert headline.main(["--check"] + args) == 0
+    (seeds / "seeds.md").write_text("| test boards, % | mean |\n|---|---|\n| exact | 86.0 |\n")
+    assert headline.main(["--check"] + args) == 1
 
 
 def test_the_readme_is_a_front_door():
