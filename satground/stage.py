@@ -26,7 +26,7 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
     the deps and outs that declare them. Outputs end in -out (a folder for --metrics-out: the
     stage's metrics, satground.tracking). `extra(parser)` adds a stage's other options.
     """
-    script = Path(inspect.stack()[1].filename)
+    script = Path(inspect.currentframe().f_back.f_code.co_filename)  # the stage script calling
     asks_help = any(a in ("-h", "--help") for a in (sys.argv[1:] if argv is None else argv))
     stages = declared_stages(script) if asks_help else {}  # --help reads dvc.yaml; a run does not
     parser = argparse.ArgumentParser(
