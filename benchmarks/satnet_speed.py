@@ -7,7 +7,8 @@
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
 memory of forward+backward for each backend. The published code (locuslab/SATNet's `satnet`
 package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
-at the same settings and with the same weights S; its ratio is the "vs published" column. The
+at the same settings and with the same weights S; its ratio is the "vs published" column (on a
+GPU, the gpu row against the published CUDA build, satnet._cuda, where that built). The
 pure-PyTorch reference needs minutes per batch at this size, so its speed-up is measured in this
 same run at --reference-iters sweeps (no early stop) for both the reference and the fast
 backends: time scales linearly with the sweeps, so the ratio carries over. Peak memory is the
@@ -43,19 +44,21 @@ from common import sudoku_batch
 def time_backend(backend: str, args) -> dict:
     from satground.satnet import SATNet
 
-    device = torch.device("cuda" if backend == "gpu" else "cpu")
+    device = torch.device("cuda" if backend in ("gpu", "published_gpu") else "cpu")
+    published = backend.startswith("published")
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps,
-                   backend="cpu" if backend == "published" else backend).to(device)
-    if backend == "published":  # the same weights, in the published layer
+                   backend="cpu" if published else backend)
+    if published:  # the same weights, in the published layer (its CUDA build on a GPU)
         import satnet
         ours, layer = layer, satnet.SATNet(729, args.m, args.aux, max_iter=args.max_iter,
                                            eps=args.eps)
         layer.S.data.copy_(ours.S.data)
+    layer = layer.to(device)
     z, is_input = sudoku_batch(args.batch, args.givens, gen)
     z, is_input = z.to(device), is_input.to(device)
-    if backend == "published":
+    if published:
         is_input = is_input.int()
     repeats = 1 if backend == "reference" else args.repeats
 
@@ -147,9 +150,12 @@ def main():
         print(json.dumps(time_backend(args.one, args)))
         return
 
-    fast = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
+    gpu = torch.cuda.is_available()
+    fast = ["cpu"] + ["gpu"] * gpu
     published = importlib.util.find_spec("satnet") is not None
-    runs = [(b, args.max_iter, args.eps) for b in fast + ["published"] * published]
+    published_gpu = published and gpu and importlib.util.find_spec("satnet._cuda") is not None
+    runs = [(b, args.max_iter, args.eps)
+            for b in fast + ["published"] * published + ["published_gpu"] * published_gpu]
     if args.eps:  # the roofline needs an exact sweep count
         runs.append(("cpu", args.max_iter, 0.0))
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps
@@ -174,24 +180,31 @@ def main():
         line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps))
     reference = next((r for r in results if r["backend"] == "reference"), None)
-    published_runs = {(r["sweeps"], r["eps"]): r for r in results if r["backend"] == "published"}
+    # each fast backend against the published build on its own device
+    published_runs = {(r["backend"], r["sweeps"], r["eps"]): r for r in results
+                      if r["backend"].startswith("published")}
     small = args.batch * (n_vars * k + k * args.m) * 4 / 2**20
     large = args.batch * n_vars * args.m * 4 / 2**20
-    print(f"{'backend':<10} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
+    print(f"{'backend':<13} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
           f"{'vs reference':>12} {'vs published':>12} {'peak MiB':>9}")
     for r in results:
         same = reference and r["sweeps"] == reference["sweeps"]
         speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                    if same else "-")
-        pub = published_runs.get((r["sweeps"], r["eps"]))
+        twin = {"cpu": "published", "gpu": "published_gpu"}.get(r["backend"])
+        pub = published_runs.get((twin, r["sweeps"], r["eps"]))
         vs_published = (f"{pub['forward_backward_s'] / r['forward_backward_s']:.1f}x"
-                        if pub and r["backend"] != "published" else "-")
+                        if pub else "-")
         sweeps = f"{r['sweeps']}" + (f" eps {r['eps']:g}" if r["eps"] else "")
-        print(f"{r['backend']:<10} {sweeps:>11} {r['forward_s']:10.3f} "
+        print(f"{r['backend']:<13} {sweeps:>11} {r['forward_s']:10.3f} "
               f"{r['forward_backward_s']:10.3f} {speedup:>12} {vs_published:>12} "
               f"{r['peak_mib']:9.1f}")
     if not published:
         print("published code (locuslab/SATNet's satnet package) not importable: no ratio")
+    elif gpu and not published_gpu:
+        print("the published package has no CUDA build (satnet._cuda): no GPU ratio")
+    if gpu:
+        print(f"GPU: {torch.cuda.get_device_name()}")
     print(f"memory scale: B(Nk + km) floats = {small:.1f} MiB; B N m floats = {large:.1f} MiB")
     peak = gemm_gflops()
     for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact

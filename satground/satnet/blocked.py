@@ -46,14 +46,13 @@ def mix_forward(C, V, free, order, max_iter, eps, block_kernel):
     iters = torch.zeros(B, dtype=torch.long, device=V.device)
     active = torch.ones(B, dtype=torch.bool, device=V.device)
     delta = torch.zeros(B, dtype=V.dtype, device=V.device)
-    dV = torch.empty(BLOCK, *Vp.shape[1:], dtype=V.dtype, device=V.device)
     threshold = None
     for sweep in range(max_iter):
         delta.zero_()
         for start in range(0, N, BLOCK):
             end = min(start + BLOCK, N)
             G = (C[start:end] @ flat).view(end - start, B, -1)
-            block_kernel(G, C[start:end, start:end], start, Vp, freep, active, gnrm, delta, dV)
+            block_kernel(G, C[start:end, start:end], start, Vp, freep, active, gnrm, delta)
         iters += active.long()
         if sweep == 0:
             threshold = eps * delta
@@ -68,7 +67,6 @@ def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, block_kernel):
     C, (Vp, freep, gnrmp, ap) = _permuted(C, order, V, free, gnrm, a)
     Up = torch.zeros_like(Vp)
     flat = Up.view(N, -1)
-    dU = torch.empty(BLOCK, *Vp.shape[1:], dtype=V.dtype, device=V.device)
     # a one-element tensor, not a Python float: Triton would pass a float as float32
     prox = torch.full((1,), prox_lam, dtype=V.dtype, device=V.device)
     for sweep in range(int(iters.max().item()) if iters.numel() else 0):
@@ -77,5 +75,5 @@ def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, block_kernel):
             end = min(start + BLOCK, N)
             H = (C[start:end] @ flat).view(end - start, B, -1)
             block_kernel(H, C[start:end, start:end], start, Vp, Up, freep, active, gnrmp, ap,
-                         prox, dU)
+                         prox)
     return _unpermute(order, Up)
