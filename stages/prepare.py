@@ -10,7 +10,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from satground import sudoku
+from satground import sudoku, sudoku_files
 from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
                             save_prepared, split_files, split_image_pools)
 from satground.io import PipelineError, save_figure
@@ -41,13 +41,13 @@ def get_puzzles(cfg, seed: int, where: str):
     # 9,000/1,000 split; a CSV is read only up to n_train + n_dev + n_test rows)
     given = None
     if cfg.puzzles.source == "published":
-        puzzles, solutions, images, positions = sudoku.read_published(cfg.puzzles.path, cfg.board_size,
-                                                                      cfg.n_train + cfg.n_dev, cfg.n_test)
+        puzzles, solutions, images, positions = sudoku_files.read_published(cfg.puzzles.path, cfg.board_size,
+                                                                            cfg.n_train + cfg.n_dev, cfg.n_test)
         given = (images, positions)
         # the paper's own data is taken as it is: puzzles with several solutions are only counted
         info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, cfg.board_size) != 1).sum())
         return puzzles, solutions, given, info, None
-    puzzles, solutions, lines = sudoku.read_csv(cfg.puzzles.path, cfg.board_size, limit=n_total)
+    puzzles, solutions, lines = sudoku_files.read_csv(cfg.puzzles.path, cfg.board_size, limit=n_total)
     if len(puzzles) < n_total:
         raise PipelineError(f"{where}: 'data.n_train' + 'data.n_dev' + 'data.n_test' = {n_total} but "
                             f"{cfg.puzzles.path} holds {len(puzzles)} boards")
