@@ -12,7 +12,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-FINAL_TEST_SCORES = {"evaluate", "baseline_grounded", "baseline_ungrounded", "nonvisual", "error_injection"}
+FINAL_TEST_SCORES = {"evaluate", "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection"}
 
 
 def data_deps(name):

@@ -12,7 +12,7 @@ from stage_commands import declared, script, smoke_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
-          "baseline_grounded", "baseline_ungrounded", "nonvisual", "error_injection", "evaluate",
+          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate",
           "curves"}
 
 
@@ -157,7 +157,7 @@ def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_rep
 @pytest.mark.parametrize("section,key,value,stage", [
     ("train", "epochs", -1, "train"),
     ("satnet", "m", 0, "ground"),
-    ("satnet", "aux", -5, "nonvisual"),
+    ("satnet", "aux", -5, "baseline_nonvisual"),
     ("cluster", "epochs", "ten", "cluster"),
     ("data", "n_train", -3, "prepare"),
 ])
@@ -220,7 +220,7 @@ def test_evaluate_checks_every_input_before_writing_anything(smoke_repo, tmp_pat
 def test_stages_refuse_a_model_of_the_wrong_kind(smoke_repo):
     line = stage_error(smoke_repo, "error_injection", model="models/solver.pt")
     assert "models/solver.pt" in line and "a visual solver, but this stage needs a symbolic one" in line
-    line = stage_error(smoke_repo, "proofread", model="models/nonvisual.pt",
+    line = stage_error(smoke_repo, "proofread", model="models/baseline_nonvisual.pt",
                        model_out="/tmp/never_written.pt")
     assert "a symbolic solver, but this stage needs a visual one" in line
     assert not Path("/tmp/never_written.pt").exists()

@@ -424,7 +424,7 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         assert row in (workdir / "metrics/results.csv").read_text()
     assert (workdir / "metrics/results.md").read_text().startswith("| model")
 
-    assert set(read(workdir / "metrics/nonvisual/metrics.json")) == {"nonvisual_boards"}
+    assert set(read(workdir / "metrics/baseline_nonvisual/metrics.json")) == {"nonvisual_boards"}
     assert set(read(workdir / "metrics/baseline_ungrounded/metrics.json")) == {"ungrounded_boards"}
     injection = read(workdir / "metrics/error_injection/info.json")
     n_test = len(load_boards(workdir / "data/prepared", "test"))
