@@ -8,10 +8,13 @@
     metrics/<stage>/scores.json     a model's full test scores, with and without proofreader,
                                     where a later stage reads them (the results table)
     metrics/<stage>/timing.json     seconds spent: not declared to DVC (and ignored by git), so a
-                                    rerun changes no lock file and no metric
+                                    rerun changes no lock file and no metric. Neither DVC's run
+                                    cache nor `dvc exp apply` restores it, so it names the
+                                    metrics.json it was written with (`timing_is_current`)
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -60,8 +63,23 @@ class StageReport:
                 self.live.log_metric(name, value, plot=False)
         self.live.end()
         (self.dir / CURVES).mkdir(parents=True, exist_ok=True)
-        save_json({"seconds": round(time.perf_counter() - self.started, 1), **timing},
-                  self.dir / "timing.json")
+        save_json({"seconds": round(time.perf_counter() - self.started, 1), **timing,
+                   "metrics_sha256": _sha256(self.dir / "metrics.json")}, self.dir / "timing.json")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def timing_is_current(directory) -> bool:
+    """Whether metrics/<stage>/timing.json was written by the run whose metrics.json is there: a
+    stage restored from the run cache, or an experiment applied, leaves an older run's timing."""
+    directory = Path(directory)
+    try:
+        timing = load_json(directory / "timing.json", "stage timing")
+        return isinstance(timing, dict) and timing.get("metrics_sha256") == _sha256(directory / "metrics.json")
+    except (PipelineError, OSError):
+        return False
 
 
 def save_scores(scores: dict, directory) -> None:

@@ -36,8 +36,9 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from satground.io import PipelineError, atomic_write, load_json, save_figure  # noqa: E402
-from satground.params import flat_keys, known_keys, read_yaml  # noqa: E402
+from satground.io import PipelineError, atomic_write, save_figure  # noqa: E402
+from satground.params import flat_keys, known_keys  # noqa: E402
+from satground.records import read_record  # noqa: E402
 
 
 def column(row: dict, name: str):
@@ -116,23 +117,18 @@ def rows(show: list, sweep: str, keys: list) -> list:
 def record_row(folder: Path) -> dict:
     """A kept record as one exp_show-shaped row: its params by 'section.key' and every stage's
     metrics.json merged (metric names are unique across stages)."""
-    path = folder / "params.yaml"
-    if not path.is_file():
-        raise PipelineError(f"{path}: not found (is {folder} a record of scripts/keep_results.py?)")
-    params = read_yaml(path)
+    record = read_record(folder)
     row = {"Experiment": folder.name, "typ": "branch_commit", "State": "Success"}
-    for key in flat_keys(params):
-        value = params
+    for key in flat_keys(record.params):
+        value = record.params
         for part in key.split("."):
             value = value[part]
         row[key] = value
-    for metrics in sorted((folder / "metrics").glob("*/metrics.json")):
-        row.update(load_json(metrics, "stage metrics"))
-    if (folder / "run.json").is_file():  # the run's wall time and machine, where it was timed
-        run = load_json(folder / "run.json", "run record")
-        row.update({key: run.get(key) for key in ("wall_seconds", "machine")})
-    for timing in sorted((folder / "metrics").glob("*/timing.json")):  # satground.tracking's
-        row[f"seconds:{timing.parent.name}"] = load_json(timing, "stage timing")["seconds"]
+    for metrics in record.metrics.values():
+        row.update(metrics)
+    if record.run is not None:  # the run's wall time and machine, where it was timed
+        row.update({key: record.run.get(key) for key in ("wall_seconds", "machine")})
+    row.update({f"seconds:{stage}": seconds for stage, seconds in record.seconds.items()})
     return row
 
 
@@ -182,10 +178,14 @@ def main():
 
 
 def table_row(what: str, values: pd.Series, summary: str | None = None) -> str:
-    """One row of the seeds table: `what`, the mean +- sample std (or `summary`), each run's value."""
+    """One row of the seeds table: `what`, the mean +- sample std (or `summary`), each run's value
+    (n/a where a run has none; the mean is then over the others, and says how many)."""
+    known = values.dropna()
     if summary is None:
-        summary = f"{values.mean():.1f} +- {values.std():.1f}" if len(values) > 1 else f"{values.mean():.1f} +- n/a"
-    return f"| {what} | {summary} | {', '.join(f'{v:.1f}' for v in values)} |"
+        summary = f"{known.mean():.1f} +- {known.std():.1f}" if len(known) > 1 else f"{known.mean():.1f} +- n/a"
+        if len(known) < len(values):
+            summary += f" ({len(known)} of {len(values)} runs)"
+    return f"| {what} | {summary} | {', '.join('n/a' if pd.isna(v) else f'{v:.1f}' for v in values)} |"
 
 
 def seeds_table(table: pd.DataFrame) -> str:
@@ -210,7 +210,8 @@ def time_rows(table: pd.DataFrame) -> list[str]:
     machines = table.machine.fillna("machine not recorded").unique()
     if len(machines) > 1:
         return [table_row(f"whole run, minutes (`run.json`: {len(machines)} different machines)", minutes, "n/a")]
-    stages = [key for key in table.columns if key.startswith("seconds:") and table[key].notna().all()]
+    # a stage's seconds are missing where the run restored it from the run cache (scripts/keep_results.py)
+    stages = [key for key in table.columns if key.startswith("seconds:") and table[key].notna().sum() > 1]
     return [table_row(f"whole run, minutes (`run.json`: {machines[0]})", minutes)] + [
         table_row(f"stage `{key.split(':', 1)[1]}`, seconds", table[key].astype(float))  # longest first
         for key in sorted(stages, key=lambda key: -table[key].astype(float).mean())]

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from satground.io import PipelineError, load_json
+from satground.records import read_record, seed_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do not edit -->"
@@ -45,18 +45,12 @@ def final(metrics: dict, kind: str) -> float:
     return next(metrics[name] for name in names if metrics.get(name) is not None)
 
 
-def records(profile: str) -> list[Path]:
-    """The profile's seed records: results/<profile>/ and results/<profile>/seeds/seed*/."""
-    base = ROOT / "results" / profile
-    found = [base] if (base / "run.json").is_file() else []
-    return found + sorted(p for p in (base / "seeds").glob("seed*") if (p / "run.json").is_file())
-
-
-def read_record(folder: Path) -> dict:
-    params = yaml.safe_load((folder / "params.yaml").read_text())
-    return {"metrics": load_json(folder / "metrics" / "evaluate" / "metrics.json", "evaluate metrics"),
-            "run": load_json(folder / "run.json", "run record"), "epochs": params["train"]["epochs"],
-            "dev": params["data"].get("n_dev")}
+def read_run(folder: Path) -> dict:
+    record = read_record(folder)
+    if "evaluate" not in record.metrics:
+        raise PipelineError(f"{folder / 'metrics' / 'evaluate' / 'metrics.json'}: evaluate metrics not found")
+    return {"metrics": record.metrics["evaluate"], "run": record.run,
+            "epochs": record.params["train"]["epochs"], "dev": record.params["data"].get("n_dev")}
 
 
 def spread(values: list[float]) -> str:
@@ -67,7 +61,7 @@ def spread(values: list[float]) -> str:
 
 
 def table() -> str:
-    runs = {profile: [read_record(folder) for folder in records(profile)] for profile in CONFIGURATIONS}
+    runs = {profile: [read_run(folder) for folder in seed_folders(ROOT / "results", profile)] for profile in CONFIGURATIONS}
     head = ["| 9x9 test boards, % |"] + [f" {name} |" for name in CONFIGURATIONS.values()] + [" paper |"]
     lines = ["".join(head), "|---" * (len(CONFIGURATIONS) + 2) + "|"]
     for row, (metric, paper) in ROWS.items():

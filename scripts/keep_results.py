@@ -9,6 +9,8 @@ models/permutation.json into results/<name>/, adds run.json (commit, machine, wa
 RSS) and writes summary.md, the tables the README quotes, from those files only. Those files are
 replaced together, so a record never mixes two runs; whatever else the folder holds (records of
 other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark outputs) is kept.
+A stage's seconds (metrics/<stage>/timing.json) are kept only where they are this run's: a stage
+restored from the run cache, or left by an applied experiment, has an older run's file.
 """
 import argparse
 import os
@@ -24,11 +26,12 @@ import yaml
 
 from satground.io import PipelineError, atomic_directory, json_text, load_json
 from satground.metrics import markdown_table
+from satground.records import FILES as RECORD
+from satground.tracking import timing_is_current
 
 ROOT = Path(__file__).resolve().parent.parent
 
 PERMUTATION = "models/permutation.json"
-RECORD = {"params.yaml", "dvc.lock", "permutation.json", "metrics", "plots", "run.json", "summary.md"}
 RESULT_COLUMNS = {  # results.csv column -> summary heading
     "model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
     "proofreader": "proofreader",
@@ -174,6 +177,11 @@ def main(argv=None):
         if (root / PERMUTATION).is_file():  # P_hat, both permutations, the peer co-occurrence
             shutil.copy(root / PERMUTATION, tmp / "permutation.json")
         shutil.copytree(root / "metrics", tmp / "metrics")
+        stale = [t.parent for t in sorted((tmp / "metrics").glob("*/timing.json")) if not timing_is_current(t.parent)]
+        for stage in stale:  # restored from the run cache, or an applied experiment's: not this run's time
+            (stage / "timing.json").unlink()
+        if stale:
+            print(f"stage seconds not kept (another run's timing.json): {', '.join(s.name for s in stale)}")
         (tmp / "plots").mkdir()
         for png in stage_figures(root):
             shutil.copy(root / png, tmp / "plots" / Path(png).name)

@@ -109,6 +109,25 @@ def test_keep_results_replaces_its_own_files_and_keeps_nested_records(tmp_path):
         keep_results.main(["../x", "--root", str(root)])
 
 
+def test_a_record_keeps_only_this_runs_stage_seconds(tmp_path):
+    """timing.json is not a DVC output: a stage restored from the run cache (or an applied
+    experiment) leaves an older run's seconds beside its metrics. The record keeps only the
+    stages whose timing names the metrics.json beside it."""
+    from satground.tracking import StageReport, timing_is_current
+    root = project_copy(tmp_path)
+    for stage, loss in (("ran", 0.5), ("restored", 0.25)):
+        report = StageReport(root / "metrics" / stage)
+        report.finish({"loss": loss})
+        assert timing_is_current(root / "metrics" / stage)
+    # the run cache restores 'restored's metrics of another run, and not its timing.json
+    (root / "metrics" / "restored" / "metrics.json").write_text('{"loss": 0.75}')
+    assert not timing_is_current(root / "metrics" / "restored")
+    out = keep_results.main(["demo", "--root", str(root)])
+    assert (out / "metrics" / "ran" / "timing.json").is_file()
+    assert not (out / "metrics" / "restored" / "timing.json").exists()
+    assert (out / "metrics" / "restored" / "metrics.json").is_file()
+
+
 def test_keep_results_reads_only_time_v_logs(tmp_path):
     log = tmp_path / "time.log"
     log.write_text("real 1m2s\n")
