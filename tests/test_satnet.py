@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from satground.satnet import SATNet
+from satground.satnet.cpu import X86
 
 
 def run(layer, z, is_input, seed=1):
@@ -120,8 +121,61 @@ def test_cpu_precisions_match_the_reference(precision, monkeypatch):
         assert torch.allclose(a, b, atol=1e-3 * max(1.0, a.abs().max().item()), rtol=0)
 
 
-def test_cpu_precision_setting_is_checked(monkeypatch):
+def bf16_run(monkeypatch, target=None, max_iter=1):
+    """Values and gradients of one sweep with plain bf16 products (and the float32 reference)."""
+    from satground.satnet import cpu
+    if target:
+        monkeypatch.setenv("SATGROUND_CPU_TARGET", target)
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
+    if not cpu.bf16_available():
+        pytest.skip("no bf16 products in this build: test_bf16_is_refused_where_not_built covers it")
+    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=max_iter, eps=0.0)
+    z, is_input, w = random_problem(300, 4, 5, torch.float32)
+    return value_and_grads(ref, z, is_input, w), value_and_grads(layer, z, is_input, w)
+
+
+def relative_errors(expected, got):
+    return [((a - b).abs().max() / max(1.0, a.abs().max().item())).item() for a, b in zip(expected, got)]
+
+
+def test_bf16_products_match_the_reference_to_bf16_precision(monkeypatch):
+    """SATGROUND_CPU_PRECISION=bf16 (AMX tiles, or the vdpbf16ps tile): one sweep against the
+    float32 reference, to bf16's precision (measured about 1e-3 to 4e-3 of the largest value;
+    over many sweeps the rounding accumulates: docs/satnet-layer.md)."""
+    expected, got = bf16_run(monkeypatch)
+    assert max(relative_errors(expected, got)) < 2e-2
+
+
+def test_the_vdpbf16ps_tile_takes_the_same_products_as_the_amx_tiles(monkeypatch):
+    """Where the CPU has AMX and AVX512_BF16, the build for cooperlake (AVX512_BF16, no AMX) runs
+    the vdpbf16ps tile: one sweep agrees with the AMX tiles' bf16 to fp32 summation order."""
+    from satground.satnet import cpu
+    if not (X86 and {"amx-bf16", "avx512bf16"} <= cpu.host_features()):
+        pytest.skip("needs a CPU with both AMX-BF16 and AVX512_BF16")
+    amx = bf16_run(monkeypatch)[1]
+    expected, vector = bf16_run(monkeypatch, target="cooperlake")
+    assert not cpu.bf16x3_available() and "avx512" in cpu.tile_shape()  # the build without AMX
+    assert max(relative_errors(amx, vector)) < 1e-4
+    assert max(relative_errors(expected, vector)) < 2e-2
+
+
+def test_bf16_is_refused_where_not_built(monkeypatch):
+    """An AVX2 build has neither AMX nor vdpbf16ps: bf16 is refused in one line, not run as fp32."""
+    from satground.satnet import cpu
+    from satground.satnet.layer import SetupError
+    if not (X86 and all(f in cpu.host_features() for f in cpu.X86_LEVELS["x86-64-v3"])):
+        pytest.skip("needs an x86-64-v3 CPU")
+    monkeypatch.setenv("SATGROUND_CPU_TARGET", "x86-64-v3")
+    monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
+    layer = SATNet(10, 12, 2, backend="cpu")
+    z, is_input, _ = random_problem(10, 2, 0, torch.float32)
+    with pytest.raises(SetupError, match="SATGROUND_CPU_PRECISION=bf16: the kernel built for "
+                                         "SATGROUND_CPU_TARGET=x86-64-v3 has neither"):
+        layer(z, is_input)
+
+
+def test_cpu_precision_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bfloat")
     layer = SATNet(10, 12, 2, backend="cpu")
     z, is_input, _ = random_problem(10, 2, 0, torch.float32)
     from satground.satnet.layer import SetupError

@@ -22,8 +22,11 @@ The product runs on one of two tiles:
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
   product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"): less accurate than the fp32
   tile, within the tests' tolerance against the reference, and faster (docs/satnet-layer.md).
-  SATGROUND_CPU_PRECISION=fp32 keeps
-  the vector tile everywhere.
+  SATGROUND_CPU_PRECISION=fp32 keeps the vector tile everywhere;
+- plain bf16 products (SATGROUND_CPU_PRECISION=bf16, float32, k = 32): hi*hi alone with fp32
+  sums, on the AMX tiles, or where the build has AVX512_BF16 but no AMX (AMD Zen 4 and 5) on a
+  vdpbf16ps tile (8 rows x 2 vectors, twice an fp32 FMA's products per instruction). About 2^-8
+  relative per product: selectable, never the default, refused where neither is built.
 
 The batch is split over torch's thread count, one whole sample per task: ctypes releases the
 GIL during each call, so plain Python threads run the samples in parallel, and no BLAS call runs
@@ -63,7 +66,7 @@ CFLAGS = ["-O3", "-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-fassocia
 # x86 only: lets the element-wise loops use 512-bit vectors where the target has them
 X86_FLAGS = ["-mprefer-vector-width=512"]
 REAL = {torch.float32: "float", torch.float64: "double"}
-PRECISIONS = ("bf16x3", "fp32")
+PRECISIONS = ("bf16x3", "fp32", "bf16")  # the codes mixing.c takes: 1, 0, 2
 # what each x86-64 level needs of the host (llvmlite's feature names), so that a build this CPU
 # cannot run is refused with a line rather than killing the process with SIGILL
 X86_LEVELS = {
@@ -153,7 +156,8 @@ def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
                       ctypes.c_void_p, ctypes.c_int)
     lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, i32, real, ptr, i32]
     lib.mix_backward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, ptr, ptr, i32, real, ptr, i32]
-    lib.mix_forward.restype = lib.mix_backward.restype = lib.bf16x3_available.restype = i32
+    lib.mix_forward.restype = lib.mix_backward.restype = i32
+    lib.bf16x3_available.restype = lib.bf16_available.restype = i32
     lib.tile_shape.restype = ctypes.c_char_p
     return lib
 
@@ -168,20 +172,33 @@ def bf16x3_available() -> bool:
     return bool(_library(torch.float32).bf16x3_available())
 
 
-def _bf16x3() -> int:
-    """SATGROUND_CPU_PRECISION: bf16x3 (the default: AMX tiles where the CPU has them, for k up
-    to 32; elsewhere, and for float64, the fp32/fp64 vector tile) or fp32 (that tile always)."""
+def bf16_available() -> bool:
+    """Whether float32 sweeps can take plain bf16 products here: AMX tiles, or AVX512_BF16
+    (vdpbf16ps) in the build for SATGROUND_CPU_TARGET."""
+    return bool(_library(torch.float32).bf16_available())
+
+
+def _precision() -> int:
+    """SATGROUND_CPU_PRECISION, as mixing.c's code: bf16x3 (the default: AMX tiles where the CPU
+    has them, for k = 32; elsewhere, and for float64, the fp32/fp64 vector tile), fp32 (that tile
+    always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or AVX512_BF16's vdpbf16ps,
+    for k = 32; refused where the build has neither). bf16 is about 2^-8 relative per product:
+    docs/satnet-layer.md says where learning was measured with it."""
     value = os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
     if value not in PRECISIONS:
         raise SetupError(f"SATGROUND_CPU_PRECISION must be one of {PRECISIONS}, got {value!r}")
-    return int(value == "bf16x3")
+    if value == "bf16" and not bf16_available():
+        raise SetupError(f"SATGROUND_CPU_PRECISION=bf16: the kernel built for "
+                         f"SATGROUND_CPU_TARGET={target()} has neither AMX-BF16 nor AVX512_BF16 "
+                         f"here; use bf16x3 or fp32")
+    return {"fp32": 0, "bf16x3": 1, "bf16": 2}[value]
 
 
 def check_setup() -> None:
     """Everything the kernel needs from this machine, checked now rather than at the first
     batch: the SATGROUND_CPU_* settings and a working compiler (builds the float32 kernel)."""
-    _bf16x3()
     _library(torch.float32)
+    _precision()
 
 
 def _per_sample(call, batch: int) -> list[int]:
@@ -206,10 +223,10 @@ def mix_forward(C, V, free, order, max_iter, eps):
     V, free = V.contiguous().clone(), free.contiguous()
     gnrm = torch.zeros(B, N, dtype=V.dtype)
     C, order = C.contiguous(), order.contiguous()  # visited in `order`: nothing is permuted
-    lib, bf16x3 = _library(V.dtype), _bf16x3()
+    lib, precision = _library(V.dtype), _precision()
     v, f, g = _samples(V, free, gnrm)
     iters = _per_sample(lambda s: lib.mix_forward(
-        C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), int(max_iter), eps, g(s), bf16x3), B)
+        C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), int(max_iter), eps, g(s), precision), B)
     return V, gnrm, torch.tensor(iters, dtype=torch.long)
 
 
@@ -217,10 +234,10 @@ def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
     B, N, k = V.shape
     C, V, gnrm, free, a, order = (x.contiguous() for x in (C, V, gnrm, free, a, order))
     U = torch.zeros_like(V)
-    lib, bf16x3 = _library(V.dtype), _bf16x3()
+    lib, precision = _library(V.dtype), _precision()
     v, g, f, a_, u = _samples(V, gnrm, free, a, U)
     sweeps = iters.tolist()
     _per_sample(lambda s: lib.mix_backward(
         C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), g(s), a_(s), sweeps[s], prox_lam,
-        u(s), bf16x3), B)
+        u(s), precision), B)
     return U

@@ -9,8 +9,10 @@
  * stand, by one tiled product, then each row is updated in turn and its change pushed into the
  * g's of the group's later rows, exactly as the sequential order requires. The product runs on
  * the vector tile (TROWS rows x TVECS vectors of running sums in registers, the group's rows of
- * C broadcast from a packed panel, each vector streamed once per group) or, for float32 where
- * the CPU has AMX-BF16, on AMX tiles with bf16x3 products (see amx_times).
+ * C broadcast from a packed panel, each vector streamed once per group) or, for float32 at
+ * k = 32, on bfloat16 pairs with fp32 sums: AMX tiles (bf16x3 products, or plain bf16 ones; see
+ * amx_times) or, where the CPU has AVX512_BF16 and no AMX, a vdpbf16ps tile (bf16 products;
+ * see dp_times). The precision is the caller's: 0 fp32, 1 bf16x3 (AMX only), 2 bf16.
  */
 #include <math.h>
 #include <stdint.h>
@@ -74,6 +76,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__AVX512BF16__) && !defined(DOUBLE) && !defined(MIXING_PORTABLE)
+#define BF16_TILE 1 /* vdpbf16ps: 32 bf16 products into 16 fp32 sums per instruction */
+#include <immintrin.h>
+#endif
+#if defined(AMX) || defined(BF16_TILE)
+#define BF16_PAIRS 1 /* a build that can hold C and X as bfloat16 pairs */
+#endif
+enum { PRECISION_FP32, PRECISION_BF16X3, PRECISION_BF16 };
 
 typedef REAL vec __attribute__((vector_size(VBYTES)));
 
@@ -175,15 +185,17 @@ static void pack(const REAL *C, int N, const int *rows, int n, const int *cols, 
 }
 
 struct sample {
-    int nf, nx, kp, amx;
-    int R, groups; /* rows per group (TROWS, or AMX_ROWS on the AMX path), and groups */
+    int nf, nx, kp;
+    int pairs; /* the group product runs on bf16 pairs: on AMX tiles (amx) or the vdpbf16ps tile */
+    int amx, split; /* split: bf16x3 (hi + lo parts), else one bf16 product */
+    int R, groups; /* rows per group (TROWS, or AMX_ROWS on the bf16 paths), and groups */
     int *f;  /* free variables, in visiting order */
     int *x;  /* fixed variables */
     REAL *D; /* each group's block of C: D[g][a][b] = C[f[g * R + a]][f[g * R + b]] */
     REAL *P; /* vector tile: panels of the free rows of C over the free columns (pack) */
-    int depth;           /* AMX: nf rounded up to 32, the tiles' depth */
-    uint16_t *Ahi, *Alo; /* AMX: C's free rows as bf16 pairs (bf16x3): [g][r][depth] */
-    uint16_t *Xhi, *Xlo; /* AMX: the swept vectors as bf16 pairs, rows interleaved: [j/2][c][j%2] */
+    int depth;           /* bf16: nf rounded up to 32, the products' depth */
+    uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] */
+    uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2] */
 };
 
 #define COEF(s, g, a, b) ((s)->D[((size_t)(g) * (s)->R + (a)) * (s)->R + (b)])
@@ -200,9 +212,10 @@ static void sample_free(struct sample *s)
     free(s->Xlo);
 }
 
-#ifdef AMX
+#ifdef BF16_PAIRS
 /* bf16x3: x = hi + lo, both bf16 (rounded to nearest even), to about 2^-17 relative; a product
- * is hi*hi + hi*lo + lo*hi, to about 2^-16 relative, with fp32 sums in the AMX tiles. */
+ * is hi*hi + hi*lo + lo*hi, to about 2^-16 relative, with fp32 sums. bf16: hi*hi alone, to
+ * about 2^-8 relative, each product exact in the fp32 sum. */
 static inline uint16_t bf16(float x)
 {
     uint32_t b;
@@ -221,8 +234,48 @@ static inline float widen(uint16_t h)
 static inline void split(float x, uint16_t *hi, uint16_t *lo)
 {
     *hi = bf16(x);
-    *lo = bf16(x - widen(*hi));
+    if (lo)
+        *lo = bf16(x - widen(*hi));
 }
+
+/* x_q changed: its bf16 pair(s) in the products' operand */
+static void pairs_set_row(struct sample *s, int q, const REAL *xq)
+{
+    size_t at = (size_t)(q / 2) * 64 + (q & 1);
+    for (int c = 0; c < 32; c++)
+        split(xq[c], s->Xhi + at + 2 * c, s->split ? s->Xlo + at + 2 * c : NULL);
+}
+
+static int pairs_init(struct sample *s, const REAL *C, int N)
+{
+    s->depth = (s->nf + 31) / 32 * 32;
+    size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * 32;
+    s->Ahi = aligned_alloc(64, a * 2 + 64);
+    s->Xhi = aligned_alloc(64, x * 2 + 64);
+    if (s->split) {
+        s->Alo = aligned_alloc(64, a * 2 + 64);
+        s->Xlo = aligned_alloc(64, x * 2 + 64);
+    }
+    if (!s->Ahi || !s->Xhi || (s->split && (!s->Alo || !s->Xlo)))
+        return -1;
+    memset(s->Xhi, 0, x * 2);
+    if (s->split)
+        memset(s->Xlo, 0, x * 2);
+    for (int i = 0; i < s->groups * AMX_ROWS; i++) {
+        uint16_t *hi = s->Ahi + (size_t)i * s->depth;
+        uint16_t *lo = s->split ? s->Alo + (size_t)i * s->depth : NULL;
+        const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
+        for (int j = 0; j < s->depth; j++)
+            split(i < s->nf && j < s->nf ? row[s->f[j]] : 0, hi + j, lo ? lo + j : NULL);
+    }
+    return 0;
+}
+#else /* a build without bf16 products: s->pairs stays 0, so none of these runs */
+#define pairs_set_row(s, q, xq) ((void)0)
+#define pairs_init(s, C, N) (-1)
+#endif
+
+#ifdef AMX
 
 /* AMX use needs the kernel's leave, once per process (Linux 5.16+). */
 static int amx_permitted(void)
@@ -253,73 +306,82 @@ static void amx_release(void)
     _tile_release();
 }
 
-/* x_q changed: its bf16 pair in the tiles' operand */
-static void amx_set_row(struct sample *s, int q, const REAL *xq)
-{
-    size_t at = (size_t)(q / 2) * 64 + (q & 1);
-    for (int c = 0; c < 32; c++)
-        split(xq[c], s->Xhi + at + 2 * c, s->Xlo + at + 2 * c);
-}
-
 /* out (AMX_ROWS x 32) = the group's rows of C times X, from the bf16 pairs: tiles 0, 1 hold the
  * two 16-column halves of the sums, 2, 3 C's hi and lo, 4, 5 X's hi and lo. */
 static void amx_times(const struct sample *s, int grp, REAL *out)
 {
     const uint16_t *ahi = s->Ahi + (size_t)grp * AMX_ROWS * s->depth;
-    const uint16_t *alo = s->Alo + (size_t)grp * AMX_ROWS * s->depth;
     _tile_zero(0);
     _tile_zero(1);
     for (int j0 = 0; j0 < s->depth; j0 += 32) {
-        const uint16_t *bhi = s->Xhi + (size_t)j0 * 32, *blo = s->Xlo + (size_t)j0 * 32;
+        const uint16_t *bhi = s->Xhi + (size_t)j0 * 32;
         _tile_loadd(2, ahi + j0, s->depth * 2);
-        _tile_loadd(3, alo + j0, s->depth * 2);
         _tile_loadd(4, bhi, 128);
-        _tile_loadd(5, blo, 128);
         _tile_dpbf16ps(0, 2, 4);
-        _tile_dpbf16ps(0, 2, 5);
-        _tile_dpbf16ps(0, 3, 4);
+        if (s->split) { /* + hi*lo + lo*hi */
+            const uint16_t *alo = s->Alo + (size_t)grp * AMX_ROWS * s->depth;
+            const uint16_t *blo = s->Xlo + (size_t)j0 * 32;
+            _tile_loadd(3, alo + j0, s->depth * 2);
+            _tile_loadd(5, blo, 128);
+            _tile_dpbf16ps(0, 2, 5);
+            _tile_dpbf16ps(0, 3, 4);
+            _tile_loadd(5, blo + 32, 128);
+            _tile_dpbf16ps(1, 2, 5);
+        }
         _tile_loadd(4, bhi + 32, 128);
-        _tile_loadd(5, blo + 32, 128);
         _tile_dpbf16ps(1, 2, 4);
-        _tile_dpbf16ps(1, 2, 5);
-        _tile_dpbf16ps(1, 3, 4);
+        if (s->split)
+            _tile_dpbf16ps(1, 3, 4);
     }
     _tile_stored(0, out, 128);
     _tile_stored(1, out + 16, 128);
 }
 
-static int amx_init(struct sample *s, const REAL *C, int N)
-{
-    s->depth = (s->nf + 31) / 32 * 32;
-    size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * 32;
-    s->Ahi = aligned_alloc(64, a * 2 + 64);
-    s->Alo = aligned_alloc(64, a * 2 + 64);
-    s->Xhi = aligned_alloc(64, x * 2 + 64);
-    s->Xlo = aligned_alloc(64, x * 2 + 64);
-    if (!s->Ahi || !s->Alo || !s->Xhi || !s->Xlo)
-        return -1;
-    memset(s->Xhi, 0, x * 2);
-    memset(s->Xlo, 0, x * 2);
-    for (int i = 0; i < s->groups * AMX_ROWS; i++) {
-        uint16_t *hi = s->Ahi + (size_t)i * s->depth, *lo = s->Alo + (size_t)i * s->depth;
-        const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
-        for (int j = 0; j < s->depth; j++)
-            split(i < s->nf && j < s->nf ? row[s->f[j]] : 0, hi + j, lo + j);
-    }
-    return 0;
-}
 #else /* a build without AMX: s->amx stays 0, so none of these runs */
 #define amx_permitted() 0
 #define amx_configure() ((void)0)
 #define amx_release() ((void)0)
-#define amx_set_row(s, q, xq) ((void)0)
 #define amx_times(s, grp, out) ((void)0)
-#define amx_init(s, C, N) (-1)
 #endif
 
-/* bf16x3: use the AMX tiles where this build, this machine and k allow. */
+#ifdef BF16_TILE
+/* out (AMX_ROWS x 32) = the group's rows of C times X from the bf16 pairs, one product each:
+ * 8 rows x 2 vectors of 16 fp32 sums at a time; each step broadcasts a row's pair of C (two
+ * consecutive columns) and multiplies it into 16 columns' pairs of X by one vdpbf16ps. */
+static void dp_times(const struct sample *s, int grp, REAL *out)
+{
+    for (int r0 = 0; r0 < AMX_ROWS; r0 += 8) {
+        const uint16_t *a = s->Ahi + ((size_t)grp * AMX_ROWS + r0) * s->depth;
+        __m512 acc[8][2];
+        for (int r = 0; r < 8; r++)
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int jj = 0; jj < s->depth / 2; jj++) {
+            const uint16_t *x = s->Xhi + (size_t)jj * 64;
+            __m512bh x0 = (__m512bh)_mm512_load_si512(x), x1 = (__m512bh)_mm512_load_si512(x + 32);
+            for (int r = 0; r < 8; r++) {
+                uint32_t pair;
+                memcpy(&pair, a + (size_t)r * s->depth + 2 * jj, 4);
+                __m512bh c = (__m512bh)_mm512_set1_epi32((int)pair);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], c, x0);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], c, x1);
+            }
+        }
+        for (int r = 0; r < 8; r++) {
+            _mm512_storeu_ps(out + (size_t)(r0 + r) * 32, acc[r][0]);
+            _mm512_storeu_ps(out + (size_t)(r0 + r) * 32 + 16, acc[r][1]);
+        }
+    }
+}
+#define BF16_TILE_BUILT 1
+#else
+#define dp_times(s, grp, out) ((void)0)
+#define BF16_TILE_BUILT 0
+#endif
+
+/* precision: bf16x3 runs on the AMX tiles, bf16 on those or the vdpbf16ps tile, where this
+ * build, this machine and k (32) allow; otherwise, and for fp32, the vector tile. */
 static int sample_init(struct sample *s, const REAL *C, int N, int k, const int64_t *order,
-                       const uint8_t *is_free, int bf16x3)
+                       const uint8_t *is_free, int precision)
 {
     memset(s, 0, sizeof(*s));
     s->kp = (k + LANES - 1) / LANES * LANES;
@@ -333,8 +395,11 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
     for (int i = 0; i < N; i++)
         if (!is_free[i])
             s->x[s->nx++] = i;
-    s->amx = bf16x3 && s->kp == 32 && amx_permitted();
-    s->R = s->amx ? AMX_ROWS : TROWS;
+    int bf16 = precision != PRECISION_FP32 && s->kp == 32;
+    s->amx = bf16 && amx_permitted();
+    s->pairs = s->amx || (bf16 && precision == PRECISION_BF16 && BF16_TILE_BUILT);
+    s->split = s->pairs && precision == PRECISION_BF16X3;
+    s->R = s->pairs ? AMX_ROWS : TROWS;
     s->groups = (s->nf + s->R - 1) / s->R;
     s->D = alloc((size_t)s->groups * s->R * s->R);
     if (!s->D)
@@ -346,8 +411,8 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
                 COEF(s, g, a, b) = qa < s->nf && qb < s->nf
                                        ? C[(size_t)s->f[qa] * N + s->f[qb]] : 0;
             }
-    if (s->amx)
-        return amx_init(s, C, N);
+    if (s->pairs)
+        return pairs_init(s, C, N);
     s->P = alloc((size_t)s->groups * TROWS * s->nf);
     if (!s->P)
         return -1;
@@ -360,6 +425,8 @@ static void group_product(const struct sample *s, int grp, const REAL *X, REAL *
 {
     if (s->amx)
         amx_times(s, grp, out);
+    else if (s->pairs)
+        dp_times(s, grp, out);
     else
         group_times(s->P + (size_t)grp * s->nf * TROWS, X, s->nf, s->kp, out);
 }
@@ -430,8 +497,8 @@ static int forward_sweeps(struct sample *s, REAL *Vc, const REAL *Fc, REAL *g, R
                     d2 += dv[c] * dv[c];
                     vq[c] = v_new;
                 }
-                if (s->amx) /* keep the tiles' operand in step */
-                    amx_set_row(s, q, vq);
+                if (s->pairs) /* keep the products' operand in step */
+                    pairs_set_row(s, q, vq);
                 gnrm[s->f[q]] = gn;
                 delta += gn * d2; /* the objective's decrease from this update */
                 /* the group's later rows see this update, as the sequential order requires */
@@ -479,8 +546,8 @@ static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const RE
                     du[c] = u_new - uq[c];
                     uq[c] = u_new;
                 }
-                if (s->amx)
-                    amx_set_row(s, q, uq);
+                if (s->pairs)
+                    pairs_set_row(s, q, uq);
                 for (int p = r + 1; p < rows; p++) {
                     REAL cpq = COEF(s, grp, r, p);
                     for (int c = 0; c < kp; c++)
@@ -494,10 +561,10 @@ static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const RE
 /* Forward sweeps, in place on V (N x k) and gnrm (N). Returns the sweeps run, or -1 when out
  * of memory. */
 int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
-                REAL *V, int max_iter, REAL eps, REAL *gnrm, int bf16x3)
+                REAL *V, int max_iter, REAL eps, REAL *gnrm, int precision)
 {
     struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free, bf16x3)) {
+    if (sample_init(&s, C, N, k, order, is_free, precision)) {
         sample_free(&s);
         return -1;
     }
@@ -509,11 +576,11 @@ int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t
         goto done;
     }
     gather(s.f, nf, V, k, kp, Vc);
-    if (s.amx) {
+    if (s.pairs)
         for (int q = 0; q < nf; q++)
-            amx_set_row(&s, q, Vc + (size_t)q * kp);
+            pairs_set_row(&s, q, Vc + (size_t)q * kp);
+    if (s.amx)
         amx_configure(); /* held by this thread while the sample's sweeps run */
-    }
     sweeps = forward_sweeps(&s, Vc, Fc, g, dv, max_iter, eps, gnrm);
     if (s.amx)
         amx_release();
@@ -531,10 +598,10 @@ done:
  * fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
 int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
                  const REAL *V, const REAL *gnrm, const REAL *a, int sweeps, REAL prox_lam,
-                 REAL *U, int bf16x3)
+                 REAL *U, int precision)
 {
     struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free, bf16x3)) {
+    if (sample_init(&s, C, N, k, order, is_free, precision)) {
         sample_free(&s);
         return -1;
     }
@@ -568,6 +635,12 @@ done:
 int bf16x3_available(void)
 {
     return amx_permitted();
+}
+
+/* 1 where the float build runs plain bf16 products (AMX tiles or the vdpbf16ps tile), else 0 */
+int bf16_available(void)
+{
+    return amx_permitted() || BF16_TILE_BUILT;
 }
 
 /* The vector tile this build runs: its instruction set and shape */
