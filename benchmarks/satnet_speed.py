@@ -3,6 +3,7 @@
     python benchmarks/satnet_speed.py                 # n=729 m=600 aux=300 batch 40
     python benchmarks/satnet_speed.py --no-reference  # skip the slow pure-PyTorch oracle
     python benchmarks/satnet_speed.py --target x86-64-v3  # the AVX2 build, on any AVX2+ CPU
+    python benchmarks/satnet_speed.py --precisions fp32 bf16x3 bf16  # the cpu kernel's precisions
 
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
 memory of forward+backward for each backend. The published code (locuslab/SATNet's `satnet`
@@ -142,6 +143,9 @@ def main():
     parser.add_argument("--target", default=os.environ.get("SATGROUND_CPU_TARGET", "native"),
                         help="the cpu kernel's build: native, or an -march value such as "
                              "x86-64-v3 (sets SATGROUND_CPU_TARGET)")
+    parser.add_argument("--precisions", nargs="+", default=[], choices=["fp32", "bf16x3", "bf16"],
+                        help="also time the cpu backend at each SATGROUND_CPU_PRECISION (rows "
+                             "'cpu <precision>'; one this build lacks is left out)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: time one backend, print JSON
     args = parser.parse_args()
     os.environ["SATGROUND_CPU_TARGET"] = args.target
@@ -154,31 +158,37 @@ def main():
     fast = ["cpu"] + ["gpu"] * gpu
     published = importlib.util.find_spec("satnet") is not None
     published_gpu = published and gpu and importlib.util.find_spec("satnet._cuda") is not None
-    runs = [(b, args.max_iter, args.eps)
+    from satground.satnet import cpu
+    available = {"fp32": True, "bf16x3": cpu.bf16x3_available(), "bf16": cpu.bf16_available()}
+    runs = [(b, args.max_iter, args.eps, None)
             for b in fast + ["published"] * published + ["published_gpu"] * published_gpu]
+    runs += [("cpu", args.max_iter, args.eps, p) for p in args.precisions if available[p]]
     if args.eps:  # the roofline needs an exact sweep count
-        runs.append(("cpu", args.max_iter, 0.0))
+        runs.append(("cpu", args.max_iter, 0.0, None))
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps
-        runs += [(b, args.reference_iters, 0.0) for b in fast + ["reference"]]
+        runs += [(b, args.reference_iters, 0.0, None) for b in fast + ["reference"]]
     n_vars = 729 + 1 + args.aux
     k = 32
     print(f"SATNet n=729 m={args.m} aux={args.aux} batch={args.batch} givens={args.givens} "
           f"max_iter={args.max_iter} eps={args.eps} k={k}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-    from satground.satnet import cpu
     print(f"CPU: {cpu_model()}; cpu kernel: --target {args.target}, tile "
           f"{cpu.tile_shape(torch.float32)}"
           + (", AMX bf16x3" if cpu.bf16x3_available() and
              os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3") == "bf16x3" else ""))
     results = []
-    for backend, max_iter, eps in runs:
+    for backend, max_iter, eps, precision in runs:
         # a fresh process per run, so the peak-RSS growth is that backend's alone
         settings = dict(vars(args), max_iter=max_iter, eps=eps)
         cmd = [sys.executable, __file__, "--one", backend] + [
             f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
-            if name not in ("one", "no_reference")]
-        line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        results.append(dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps))
+            if name not in ("one", "no_reference", "precisions")]
+        env = dict(os.environ, **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
+        line = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+        result = dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps)
+        if precision:
+            result["backend"] = f"cpu {precision}"
+        results.append(result)
     reference = next((r for r in results if r["backend"] == "reference"), None)
     # each fast backend against the published build on its own device
     published_runs = {(r["backend"], r["sweeps"], r["eps"]): r for r in results
@@ -191,7 +201,7 @@ def main():
         same = reference and r["sweeps"] == reference["sweeps"]
         speedup = (f"{reference['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                    if same else "-")
-        twin = {"cpu": "published", "gpu": "published_gpu"}.get(r["backend"])
+        twin = {"cpu": "published", "gpu": "published_gpu"}.get(r["backend"].split()[0])
         pub = published_runs.get((twin, r["sweeps"], r["eps"]))
         vs_published = (f"{pub['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                         if pub else "-")

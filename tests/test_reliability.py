@@ -1,7 +1,7 @@
 """Bad input, hostile files and interrupted runs: every case stops with one line naming the file or
 parameter, and leaves no half-written or stale output. (Bad params and CSV/idx/published files of
-`prepare`: tests/test_data.py, tests/test_mnist.py, tests/test_sudoku.py; the layer's numerics:
-tests/test_numerics.py; whole stages on the smoke profile: tests/test_pipeline.py.)"""
+`prepare`: tests/test_data.py, tests/test_mnist.py, tests/test_sudoku_files.py; the layer's
+numerics: tests/test_numerics.py; whole stages on the smoke profile: tests/test_pipeline.py.)"""
 import os
 import shutil
 import subprocess
@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from satground import sudoku
+from satground import sudoku, sudoku_files
 from satground.clustering import load_clusterer
 from satground.params import known_keys, load_params, parse_params
 from satground.stage import stage_device
@@ -127,7 +127,7 @@ def test_a_published_tensor_file_claiming_an_absurd_shape_is_refused(tmp_path):
     path = tmp_path / "features.pt"
     torch.save(torch.zeros(1).expand(10 ** 12), path)
     with pytest.raises(PipelineError) as exc:
-        sudoku._load_tensor(path, mmap=True)
+        sudoku_files._load_tensor(path, mmap=True)
     one_line(exc, path, "refused", "claims shape")
 
 

@@ -392,7 +392,7 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))
-    stage("baseline_nonvisual").main(declared("nonvisual"))
+    stage("baseline_nonvisual").main(declared("baseline_nonvisual"))
     stage("error_injection").main(declared("error_injection"))
     stage("evaluate").main(declared("evaluate"))
 
@@ -442,7 +442,7 @@ def test_zero_proofreader_epochs_train_no_proofreader(workdir, ungrounded_run, t
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     outs = {"params": tmp_path / "params.yaml", "model_out": tmp_path / "nv.pt",
             "proofread_model_out": tmp_path / "nv_pr.pt", "metrics_out": tmp_path / "m_nv"}
-    stage("baseline_nonvisual").main(declared("nonvisual", **outs))
+    stage("baseline_nonvisual").main(declared("baseline_nonvisual", **outs))
     assert set(read(tmp_path / "m_nv" / "scores.json")) == {"no_proofreader"}
     assert "proofread" not in read(tmp_path / "m_nv" / "info.json")["last_epoch"]
     assert torch.load(tmp_path / "nv_pr.pt", weights_only=True)["config"]["proofreader"] is False
