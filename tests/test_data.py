@@ -155,7 +155,7 @@ def test_same_seed_gives_byte_identical_files(runs):
 
 
 def test_published_and_csv_sources(tmp_path):
-    from test_sudoku import as_text, write_published
+    from test_sudoku_files import as_text, write_published
 
     puzzles, solutions = sudoku.generate_puzzles(12, 3, seed=1)
     write_published(tmp_path / "pub", puzzles, solutions, float_scale=255.0)
