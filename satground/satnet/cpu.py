@@ -66,7 +66,7 @@ CFLAGS = ["-O3", "-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-fassocia
 # x86 only: lets the element-wise loops use 512-bit vectors where the target has them
 X86_FLAGS = ["-mprefer-vector-width=512"]
 REAL = {torch.float32: "float", torch.float64: "double"}
-PRECISIONS = ("bf16x3", "fp32", "bf16")  # the codes mixing.c takes: 1, 0, 2
+PRECISIONS = {"fp32": 0, "bf16x3": 1, "bf16": 2}  # name -> the code mixing.c takes
 # what each x86-64 level needs of the host (llvmlite's feature names), so that a build this CPU
 # cannot run is refused with a line rather than killing the process with SIGILL
 X86_LEVELS = {
@@ -186,12 +186,12 @@ def _precision() -> int:
     docs/satnet-layer.md says where learning was measured with it."""
     value = os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
     if value not in PRECISIONS:
-        raise SetupError(f"SATGROUND_CPU_PRECISION must be one of {PRECISIONS}, got {value!r}")
+        raise SetupError(f"SATGROUND_CPU_PRECISION must be one of {tuple(PRECISIONS)}, got {value!r}")
     if value == "bf16" and not bf16_available():
         raise SetupError(f"SATGROUND_CPU_PRECISION=bf16: the kernel built for "
                          f"SATGROUND_CPU_TARGET={target()} has neither AMX-BF16 nor AVX512_BF16 "
                          f"here; use bf16x3 or fp32")
-    return {"fp32": 0, "bf16x3": 1, "bf16": 2}[value]
+    return PRECISIONS[value]
 
 
 def check_setup() -> None:

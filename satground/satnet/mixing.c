@@ -315,23 +315,23 @@ static void amx_times(const struct sample *s, int grp, REAL *out)
     _tile_zero(1);
     for (int j0 = 0; j0 < s->depth; j0 += 32) {
         const uint16_t *bhi = s->Xhi + (size_t)j0 * 32;
+        const uint16_t *blo = s->split ? s->Xlo + (size_t)j0 * 32 : NULL;
         _tile_loadd(2, ahi + j0, s->depth * 2);
         _tile_loadd(4, bhi, 128);
         _tile_dpbf16ps(0, 2, 4);
-        if (s->split) { /* + hi*lo + lo*hi */
-            const uint16_t *alo = s->Alo + (size_t)grp * AMX_ROWS * s->depth;
-            const uint16_t *blo = s->Xlo + (size_t)j0 * 32;
-            _tile_loadd(3, alo + j0, s->depth * 2);
+        if (s->split) { /* + hi*lo + lo*hi, in this order in each half */
+            _tile_loadd(3, s->Alo + (size_t)grp * AMX_ROWS * s->depth + j0, s->depth * 2);
             _tile_loadd(5, blo, 128);
             _tile_dpbf16ps(0, 2, 5);
             _tile_dpbf16ps(0, 3, 4);
-            _tile_loadd(5, blo + 32, 128);
-            _tile_dpbf16ps(1, 2, 5);
         }
         _tile_loadd(4, bhi + 32, 128);
         _tile_dpbf16ps(1, 2, 4);
-        if (s->split)
+        if (s->split) {
+            _tile_loadd(5, blo + 32, 128);
+            _tile_dpbf16ps(1, 2, 5);
             _tile_dpbf16ps(1, 3, 4);
+        }
     }
     _tile_stored(0, out, 128);
     _tile_stored(1, out + 16, 128);
