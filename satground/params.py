@@ -236,8 +236,8 @@ class Reread:
 
 @dataclass(frozen=True)
 class Proofread:
-    epochs: int = knob(2, "epochs of the proofreader (SATNet frozen)",
-                       low=1)
+    epochs: int = knob(2, "epochs of the proofreader (SATNet frozen); 0 = none: the final reader "
+                       "passes on unchanged and evaluate has no proofreader rows", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     lr: float = lr_knob(2.0e-3, "the proofreader's learning rate, in every stage that trains one")
 
@@ -253,7 +253,8 @@ class Evaluate:
 
 @dataclass(frozen=True)
 class BaselineVisual:
-    epochs: int = knob(8, "epochs of the original visual SATNet (grounded and ungrounded)", low=1)
+    epochs: int = knob(8, "epochs of the original visual SATNet (grounded and ungrounded); 0 = not "
+                       "run (a profile that leaves the baselines to one of their own): no rows", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     classifier_lr: float = lr_knob(1.0e-3, "its classifier's learning rate (trained from scratch)")
     proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
@@ -261,7 +262,8 @@ class BaselineVisual:
 
 @dataclass(frozen=True)
 class BaselineNonvisual:
-    epochs: int = knob(5, "epochs of the original SATNet on symbolic inputs", low=1)
+    epochs: int = knob(5, "epochs of the original SATNet on symbolic inputs; 0 = not run: no rows, "
+                       "no error injection", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
 

@@ -1,7 +1,8 @@
 """Baseline: non-visual Sudoku, the original SATNet given the input digits as symbols (one-hot),
 trained with BCE on the output cells; then a proofreader trained on top with SATNet frozen.
 Per-epoch curves on the dev boards; both are scored once, after training, on the test boards
-against the full solution, and saved for error injection.
+against the full solution, and saved for error injection. With `baseline_nonvisual.epochs` 0
+it is not run: no scores, its model files the untrained initialisation.
 """
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def main(argv=None):
 
     model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
+    if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
+        untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too
+        save_all({args.model_out: untrained, args.proofread_model_out: untrained})
+        save_scores({}, args.metrics_out)
+        report.finish({}, info={"not_run": "baseline_nonvisual.epochs is 0"})
+        print("baseline non-visual SATNet: not run (baseline_nonvisual.epochs 0)")
+        return
     optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc="non-visual SATNet",

@@ -1,7 +1,8 @@
 """Baseline: the original visual SATNet (Wang et al. 2019), LeNet + SATNet trained end to end
 from scratch, on grounded boards (input labels leak to LeNet through SATNet) or on ungrounded
 ones (expected to fail, Chang et al. 2020). Optionally a proofreader is trained on top, on the
-ungrounded boards as the paper does. Per-epoch curves on the dev boards; scored once, at the
+ungrounded boards as the paper does. With `baseline_visual.epochs` 0 it is not run: no scores,
+its model file the untrained initialisation. Per-epoch curves on the dev boards; scored once, at the
 end, on the test boards against the full solution.
 """
 from __future__ import annotations
@@ -50,6 +51,12 @@ def main(argv=None):
         {"params": model.classifier.parameters(), "lr": cfg.classifier_lr},
     ])
     report = StageReport(args.metrics_out)
+    if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
+        save_all({args.model_out: checkpoint(model.cpu())})  # untrained: nothing reads it
+        save_scores({}, args.metrics_out)
+        report.finish({}, info={"not_run": "baseline_visual.epochs is 0"})
+        print(f"baseline {args.view} visual SATNet: not run (baseline_visual.epochs 0)")
+        return
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=True), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
                           resume_dir=args.resume_dir)}

@@ -4,7 +4,8 @@ has a solution (checked exactly with the Sudoku solver).
 
 Board accuracy is the authors' count: the predicted grid, with the (corrupted) givens passed
 through, is a valid Sudoku. So an unsolvable corruption can never count. We also report how
-often every output cell still matches the original solution.
+often every output cell still matches the original solution. Not run when the non-visual
+baseline is not (`baseline_nonvisual.epochs` 0).
 """
 from __future__ import annotations
 
@@ -73,6 +74,14 @@ def main(argv=None):
     params = load_params(args.params)
     cfg, device, seed = params.error_injection, stage_device(), params.seed
     max_errors, batch_size = cfg.max_errors, cfg.batch_size
+
+    if params.baseline_nonvisual.epochs == 0:  # no trained model to inject errors into
+        with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
+            table_tmp.write_text("not run: baseline_nonvisual.epochs is 0\n")
+            csv_tmp.write_text("model,injected_errors\n")  # no rows
+        StageReport(args.metrics_out).finish({}, info={"not_run": "baseline_nonvisual.epochs is 0"})
+        print("error injection: not run (baseline_nonvisual.epochs 0)")
+        return
 
     seed_everything(seed)
     test = load_boards(args.prepared, "test", view="grounded")

@@ -1,5 +1,5 @@
 """Evaluation on the test boards: our model as trained, re-read (unless `reread.reader` is none)
-and with proofreader, the final model again with SATNet checking the givens' readings (unless
+and with proofreader (unless `proofread.epochs` is 0), the final model again with SATNet checking the givens' readings (unless
 `evaluate.check_folds` is 0), the self-grounded phase, and the results table (paper Tables 1 and
 3) with the baselines' rows.
 
@@ -93,9 +93,12 @@ def main(argv=None):
 
     reread, folds, starts = params.reread.reader != "none", params.evaluate.check_folds, params.evaluate.starts
     final = "reread" if reread else "no_proofreader"  # the proofreader sits on the final reader
+    if solvers["proofreader"].solver.proofreader is None:  # proofread.epochs 0: none, no rows
+        del solvers["proofreader"]
     if folds:
         solvers["checked"] = Checked(solvers[final], folds, starts)
-        solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
+        if "proofreader" in solvers:
+            solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
     ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
             for name in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
             if name in solvers and (reread or name != "reread")}
@@ -127,10 +130,12 @@ def main(argv=None):
     rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
     name = "Ours + re-read" if reread else "Ours"
     rows[(name, "ungrounded", "no")] = ours[final]
-    rows[(name, "ungrounded", "yes")] = ours["proofreader"]
+    if "proofreader" in ours:
+        rows[(name, "ungrounded", "yes")] = ours["proofreader"]
     if folds:
         rows[(name + " + check", "ungrounded", "no")] = ours["checked"]
-        rows[(name + " + check", "ungrounded", "yes")] = ours["proofreader_checked"]
+        if "proofreader_checked" in ours:
+            rows[(name + " + check", "ungrounded", "yes")] = ours["proofreader_checked"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     labels = {"Ours": (params.configuration(), params.train.epochs),
@@ -141,7 +146,7 @@ def main(argv=None):
         table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
-    plain, proofread = ours["no_proofreader"], ours["proofreader"]
+    plain, proofread = ours["no_proofreader"], ours.get("proofreader", {})
     reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
     proofread_checked = ours.get("proofreader_checked", {})
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
@@ -150,8 +155,8 @@ def main(argv=None):
                    "boards_reread": reread_scores.get("board_accuracy"),
                    "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
                    "visual_reread": reread_scores.get("visual_accuracy"),
-                   "boards_pr": proofread["board_accuracy"],
-                   "blank_boards_pr": proofread["blank_board_accuracy"],
+                   "boards_pr": proofread.get("board_accuracy"),
+                   "blank_boards_pr": proofread.get("blank_board_accuracy"),
                    "boards_checked": checked.get("board_accuracy"),
                    "blank_boards_checked": checked.get("blank_board_accuracy"),
                    "visual_checked": checked.get("visual_accuracy"),
@@ -162,7 +167,7 @@ def main(argv=None):
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
           + (f"{100 * reread_scores['board_accuracy']:.1f} % re-read, " if reread else "")
-          + f"{100 * proofread['board_accuracy']:.1f} % with proofreader, "
+          + (f"{100 * proofread['board_accuracy']:.1f} % with proofreader, " if proofread else "")
           + (f"{100 * checked['board_accuracy']:.1f} % checked by SATNet; " if folds else "")
           + f"permutation "
           f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")

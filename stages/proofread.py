@@ -1,6 +1,7 @@
 """Proofreading (paper sec. 3.3): a near-identity Linear(C*K, C*K) + per-cell softmax inserted
 before SATNet and trained alone, everything else frozen, with BCE on the output cells of the
-ungrounded training boards.
+ungrounded training boards. `proofread.epochs` 0: none, the model passes on unchanged and
+evaluate has no proofreader rows.
 """
 from __future__ import annotations
 
@@ -25,11 +26,16 @@ def main(argv=None):
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual")
+    report = StageReport(args.metrics_out)
+    if cfg.epochs == 0:  # none: the final reader passes on unchanged, without a proofreader
+        save_all({args.model_out: checkpoint(model)})
+        report.finish({}, info={"not_run": "proofread.epochs is 0"})
+        print("proofread: none (proofread.epochs 0)")
+        return
     proofreader = add_trainable_proofreader(model)
     model.to(device)
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=cfg.lr)
 
-    report = StageReport(args.metrics_out)
     with readings_once(model, train, dev) as (train_read, dev_read):  # the classifier is frozen
         last = fit(model, train_read, dev_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                    cfg.batch_size, device, generator, report, desc="proofread", resume_dir=args.resume_dir)

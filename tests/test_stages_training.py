@@ -453,6 +453,44 @@ def test_zero_proofreader_epochs_train_no_proofreader(workdir, ungrounded_run, t
     assert set(read(tmp_path / "m_e" / "info.json")) == {"no_proofreader"}
 
 
+def test_zero_epochs_mean_not_run_for_the_baselines_and_the_proofreader(workdir, ungrounded_run, tmp_path):
+    """baseline_visual.epochs, baseline_nonvisual.epochs and proofread.epochs 0: nothing is
+    trained or scored, error injection is skipped, and evaluate's table has only our rows
+    without a proofreader (a profile that leaves the baselines to one of their own)."""
+    params = {**PARAMS, "proofread": {**PARAMS["proofread"], "epochs": 0},
+              "baseline_visual": {**PARAMS["baseline_visual"], "epochs": 0},
+              "baseline_nonvisual": {**PARAMS["baseline_nonvisual"], "epochs": 0}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    paths = {"params": tmp_path / "params.yaml"}
+    for name in ("baseline_grounded", "baseline_ungrounded"):
+        stage("baseline_visual").main(declared(name, **paths, model_out=tmp_path / f"{name}.pt",
+                                               metrics_out=tmp_path / name))
+        assert read(tmp_path / name / "scores.json") == {}
+        assert read(tmp_path / name / "metrics.json") == {}
+    stage("baseline_nonvisual").main(declared("baseline_nonvisual", **paths, model_out=tmp_path / "nv.pt",
+                                              proofread_model_out=tmp_path / "nv_pr.pt",
+                                              metrics_out=tmp_path / "baseline_nonvisual"))
+    assert read(tmp_path / "baseline_nonvisual" / "scores.json") == {}
+    stage("error_injection").main(declared("error_injection", **paths, model=tmp_path / "nv.pt",
+                                           proofread_model=tmp_path / "nv_pr.pt", table_out=tmp_path / "e.md",
+                                           csv_out=tmp_path / "e.csv", metrics_out=tmp_path / "m_e"))
+    assert "not run" in (tmp_path / "e.md").read_text()
+    stage("proofread").main(declared("proofread", **paths, prepared=ungrounded_run["blind"],
+                                     model_out=tmp_path / "pr.pt", metrics_out=tmp_path / "m_pr"))
+    assert torch.load(tmp_path / "pr.pt", weights_only=True)["config"]["proofreader"] is False
+    stage("evaluate").main(declared("evaluate", **paths, solver_proofread=tmp_path / "pr.pt",
+                                    baseline_grounded=tmp_path / "baseline_grounded",
+                                    baseline_ungrounded=tmp_path / "baseline_ungrounded",
+                                    baseline_nonvisual=tmp_path / "baseline_nonvisual",
+                                    table_out=tmp_path / "r.md", csv_out=tmp_path / "r.csv",
+                                    metrics_out=tmp_path / "m_ev"))
+    rows = (tmp_path / "r.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[0] for row in rows] == ["Ours", "Ours + re-read", "Ours + re-read + check"]
+    assert all(",ungrounded,no," in row for row in rows)
+    assert not {"boards_pr", "boards_pr_checked"} & set(read(tmp_path / "m_ev" / "metrics.json"))
+    assert set(read(tmp_path / "m_ev" / "scores.json")) == {"no_proofreader", "reread", "checked"}
+
+
 def test_inject_errors_changes_exactly_n_given_digits():
     module = stage("error_injection")
     from satground.data import Boards
