@@ -202,7 +202,8 @@ class Ground:
 class Train:
     epochs: int = knob(8, "end-to-end epochs", low=1)
     batch_size: int = knob(40, "boards per batch", low=1)
-    classifier_lr: float = lr_knob(1.0e-3, "the grounded classifier's learning rate (paper 1e-5)")
+    classifier_lr: float = lr_knob(1.0e-3, "the grounded classifier's learning rate (paper 1e-5); 0 = "
+                                   "frozen, each image read once instead of once per batch (ours)")
     init_from_ground: bool = knob(True, "start SATNet from the grounding phase's weights")
     decay_epochs: int = knob(0, "the last epochs, over which the learning rates fall linearly to 0, "
                              "batch by batch (ours); 0 = constant (the paper)", low=0)

@@ -38,7 +38,7 @@ from satground.satnet import check_setup
 from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
-                                predicted_digits, split_boards)
+                                predicted_digits, readings_once, split_boards)
 
 
 def main(argv=None):
@@ -76,7 +76,7 @@ def main(argv=None):
         P = loss_fn.estimate()
         argmax = hard_permutation(P, "argmax")
         perm = argmax if cfg.assignment == "argmax" else hard_permutation(P, "hungarian")
-        scores = grounding_epoch_metrics(model, val, perm, cfg.batch_size, device)
+        scores = grounding_epoch_metrics(model, val_read, perm, cfg.batch_size, device)
         return {**{f"val_{k}": v for k, v in scores.items()},
                 "argmax_is_permutation": is_permutation(argmax)}
 
@@ -84,10 +84,12 @@ def main(argv=None):
     warmup = 0 if cfg.loss == "paper" else cfg.warmup_epochs  # near chance: no patience spent
     stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
                              warmup=warmup)
-    fit(model, train, val, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device, generator, report,
-        desc="ground", resume_dir=args.resume_dir, evaluate=evaluate, stopping=stopping,
-        identity=(val, cfg.loss, cfg.warmup_epochs, cfg.match_decay, cfg.approxmax, cfg.temperature,
-                  cfg.assignment), carry=(loss_fn,))
+    with readings_once(model, train, val) as (train_read, val_read):  # the classifier is frozen
+        fit(model, train_read, val_read, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device,
+            generator, report, desc="ground", resume_dir=args.resume_dir, evaluate=evaluate,
+            stopping=stopping, identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
+                                         cfg.approxmax, cfg.temperature, cfg.assignment),
+            carry=(loss_fn,))
     best = stopping.restore()
     P = best["P"]
     argmax = hard_permutation(P, "argmax")

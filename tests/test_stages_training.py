@@ -389,6 +389,28 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
             assert torch.equal(value, after.state_dict()[name]), name
 
 
+def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(workdir, ungrounded_run,
+                                                                              tmp_path, monkeypatch):
+    """train.classifier_lr 0: the classifier leaves train exactly as it came in (the distilled
+    LeNet with the permutation folded in), and it reads each pool image once, not once a batch."""
+    from satground.grounding import fold_into_classifier, load_permutation
+    from satground.models import load_solver
+    params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0}}
+    (tmp_path / "frozen.yaml").write_text(yaml.safe_dump(params))
+    calls = []
+    real_forward = LeNet.forward
+    monkeypatch.setattr(LeNet, "forward", lambda self, images: calls.append(len(images)) or real_forward(self, images))
+    stage("train").main(declared("train", params=tmp_path / "frozen.yaml", prepared=ungrounded_run["blind"],
+                                 model_out=tmp_path / "frozen.pt", metrics_out=tmp_path / "m"))
+    pool = sum(len(load_boards(ungrounded_run["blind"], split).images) for split in ("train", "dev"))
+    assert sum(calls) == pool  # once per image of the two pools, whatever the epochs and batches
+    expected = load_lenet(workdir / "models/lenet.pt")
+    fold_into_classifier(expected, load_permutation(workdir / "models/permutation.json", K)["permutation"])
+    trained = load_solver(tmp_path / "frozen.pt").classifier
+    for name, value in expected.state_dict().items():
+        assert torch.equal(value, trained.state_dict()[name]), name
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))
