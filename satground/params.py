@@ -169,6 +169,10 @@ class Satnet:
     aux: int = knob(50, "auxiliary variables", low=0)
     max_iter: int = knob(40, "mixing-method sweeps per forward pass", low=1)
     lr: float = lr_knob(2.0e-3, "Adam learning rate of SATNet, in every stage that trains one")
+    precision: str = knob("bf16x3", "the CPU kernel's float32 products: bf16x3 (split bf16 on AMX "
+                          "tiles where the CPU has them, else fp32) | fp32 | bf16 (one bf16 product, "
+                          "fp32 sums: AMX or AVX512_BF16 CPUs only; ours, faster, about 2^-8 per "
+                          "product)", choices=("bf16x3", "fp32", "bf16"))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def main(argv=None):
     params = load_params(args.params)
     cfg, sat, device = params.baseline_nonvisual, params.satnet, stage_device()
     check_satnet_memory(params)
-    check_setup(device)  # the kernel's compiler and settings, before any work
+    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
 
     generator = seed_everything(params.seed)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here

@@ -17,6 +17,7 @@ from satground.data import Boards, load_boards
 from satground.io import atomic_outputs, seed_everything
 from satground.models import load_solver
 from satground.params import load_params
+from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.metrics import markdown_table, output_metrics
 from satground.sudoku import count_solutions_many
@@ -73,6 +74,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, device, seed = params.error_injection, stage_device(), params.seed
+    check_setup(device, params.satnet.precision)
     max_errors, batch_size = cfg.max_errors, cfg.batch_size
 
     if params.baseline_nonvisual.epochs == 0:  # no trained model to inject errors into

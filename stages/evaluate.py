@@ -22,6 +22,7 @@ from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import load_solver
 from satground.params import load_params
 from satground.check import Checked
+from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
@@ -71,6 +72,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     device, batch_size = stage_device(), params.evaluate.batch_size
+    check_setup(device, params.satnet.precision)
 
     # every input is read and checked before anything is written
     seed_everything(params.seed)

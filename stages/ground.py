@@ -48,7 +48,7 @@ def main(argv=None):
     params = load_params(args.params)
     cfg, sat, device = params.ground, params.satnet, stage_device()
     check_satnet_memory(params)
-    check_setup(device)  # the kernel's compiler and settings, before any work
+    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
 
     generator = seed_everything(params.seed)
     boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it

@@ -11,6 +11,7 @@ from satground.data import load_boards
 from satground.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.params import load_params
+from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.training import bce_loss, fit, readings_once
@@ -21,6 +22,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, device = params.proofread, stage_device()
+    check_setup(device, params.satnet.precision)
 
     generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only

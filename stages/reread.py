@@ -17,6 +17,7 @@ from satground.lenet import predict as classify
 from satground.models import VisualSolver, checkpoint, load_solver
 from satground.params import load_params
 from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments
 from satground.tracking import StageReport
 
@@ -28,7 +29,9 @@ def accuracy(pred: torch.Tensor, labels) -> float | None:
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out"], argv)
 
-    cfg = load_params(args.params).reread
+    params = load_params(args.params)
+    cfg = params.reread
+    check_setup(torch.device("cpu"), params.satnet.precision)  # its SATNet passes run on the CPU
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual")

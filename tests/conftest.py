@@ -9,3 +9,12 @@ def resume_folder(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("resume")
     monkeypatch.setenv("SATGROUND_RESUME_DIR", str(folder))
     return folder
+
+
+@pytest.fixture(autouse=True)
+def cpu_precision_of_the_test():
+    """A stage run in-process keeps its satnet.precision for the process (satnet.cpu.check_setup):
+    each test starts from SATGROUND_CPU_PRECISION again."""
+    yield
+    from satground.satnet import cpu
+    cpu._selected = None

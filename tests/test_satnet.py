@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from satground.satnet import SATNet
+from satground.satnet import SATNet, check_setup
 from satground.satnet.cpu import X86
 
 
@@ -169,9 +169,24 @@ def test_bf16_is_refused_where_not_built(monkeypatch):
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
     layer = SATNet(10, 12, 2, backend="cpu")
     z, is_input, _ = random_problem(10, 2, 0, torch.float32)
-    with pytest.raises(SetupError, match="SATGROUND_CPU_PRECISION=bf16: the kernel built for "
+    with pytest.raises(SetupError, match="SATGROUND_CPU_PRECISION bf16: the kernel built for "
                                          "SATGROUND_CPU_TARGET=x86-64-v3 has neither"):
         layer(z, is_input)
+    monkeypatch.delenv("SATGROUND_CPU_PRECISION")  # a stage's satnet.precision: named in the error
+    with pytest.raises(SetupError, match="satnet.precision bf16: the kernel built for"):
+        check_setup(torch.device("cpu"), "bf16")
+
+
+def test_a_stage_precision_wins_over_the_variable_and_is_checked(monkeypatch):
+    """check_setup(device, satnet.precision) sets the kernel's products for the process, over
+    SATGROUND_CPU_PRECISION; a bad name stops it in one line naming the parameter."""
+    from satground.satnet import cpu
+    from satground.satnet.layer import SetupError
+    monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16x3")
+    check_setup(torch.device("cpu"), "fp32")
+    assert cpu._precision() == cpu.PRECISIONS["fp32"]
+    with pytest.raises(SetupError, match="satnet.precision must be one of"):
+        check_setup(torch.device("cpu"), "half")
 
 
 def test_cpu_precision_setting_is_checked(monkeypatch):

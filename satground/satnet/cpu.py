@@ -22,8 +22,9 @@ The product runs on one of two tiles:
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
   product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"): less accurate than the fp32
   tile, within the tests' tolerance against the reference, and faster (docs/satnet-layer.md).
-  SATGROUND_CPU_PRECISION=fp32 keeps the vector tile everywhere;
-- plain bf16 products (SATGROUND_CPU_PRECISION=bf16, float32, k = 32): hi*hi alone with fp32
+  precision fp32 (the stages' `satnet.precision`, or SATGROUND_CPU_PRECISION) keeps the vector
+  tile everywhere;
+- plain bf16 products (precision bf16, float32, k = 32): hi*hi alone with fp32
   sums, on the AMX tiles, or where the build has AVX512_BF16 but no AMX (AMD Zen 4 and 5) on a
   vdpbf16ps tile (8 rows x 2 vectors, twice an fp32 FMA's products per instruction). About 2^-8
   relative per product: selectable, never the default, refused where neither is built.
@@ -178,26 +179,33 @@ def bf16_available() -> bool:
     return bool(_library(torch.float32).bf16_available())
 
 
+_selected: str | None = None  # a stage's satnet.precision (check_setup); else the variable
+
+
 def _precision() -> int:
-    """SATGROUND_CPU_PRECISION, as mixing.c's code: bf16x3 (the default: AMX tiles where the CPU
-    has them, for k = 32; elsewhere, and for float64, the fp32/fp64 vector tile), fp32 (that tile
-    always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or AVX512_BF16's vdpbf16ps,
-    for k = 32; refused where the build has neither). bf16 is about 2^-8 relative per product:
-    docs/satnet-layer.md says where learning was measured with it."""
-    value = os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
+    """The precision as mixing.c's code: a stage's `satnet.precision`, else
+    SATGROUND_CPU_PRECISION (library use, benchmarks). bf16x3 (the default: AMX tiles where the
+    CPU has them, for k = 32; elsewhere, and for float64, the fp32/fp64 vector tile), fp32 (that
+    tile always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or AVX512_BF16's
+    vdpbf16ps, for k = 32; refused where the build has neither). bf16 is about 2^-8 relative per
+    product: docs/satnet-layer.md says where learning was measured with it."""
+    name = "satnet.precision" if _selected else "SATGROUND_CPU_PRECISION"
+    value = _selected or os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
     if value not in PRECISIONS:
-        raise SetupError(f"SATGROUND_CPU_PRECISION must be one of {tuple(PRECISIONS)}, got {value!r}")
+        raise SetupError(f"{name} must be one of {tuple(PRECISIONS)}, got {value!r}")
     if value == "bf16" and not bf16_available():
-        raise SetupError(f"SATGROUND_CPU_PRECISION=bf16: the kernel built for "
-                         f"SATGROUND_CPU_TARGET={target()} has neither AMX-BF16 nor AVX512_BF16 "
-                         f"here; use bf16x3 or fp32")
+        raise SetupError(f"{name} bf16: the kernel built for SATGROUND_CPU_TARGET={target()} has "
+                         f"neither AMX-BF16 nor AVX512_BF16 here; use bf16x3 or fp32")
     return PRECISIONS[value]
 
 
-def check_setup() -> None:
+def check_setup(precision: str | None = None) -> None:
     """Everything the kernel needs from this machine, checked now rather than at the first
-    batch: the SATGROUND_CPU_* settings and a working compiler (builds the float32 kernel)."""
+    batch: the precision (a stage's `satnet.precision`, kept for the process, or the
+    SATGROUND_CPU_* variables) and a working compiler (builds the float32 kernel)."""
+    global _selected
     _library(torch.float32)
+    _selected = precision
     _precision()
 
 

@@ -38,12 +38,14 @@ class SetupError(RuntimeError):
     user_facing = True
 
 
-def check_setup(device: torch.device) -> None:
+def check_setup(device: torch.device, precision: str | None = None) -> None:
     """What the backend of `device` needs from this machine, checked before any work: on CPU
-    the SATGROUND_CPU_* settings and a working C compiler (it builds the float32 kernel)."""
+    the precision of the kernel's float32 products (`precision`, a stage's satnet.precision,
+    kept for the process; None: SATGROUND_CPU_PRECISION), the SATGROUND_CPU_* settings and a
+    working C compiler (it builds the float32 kernel). The GPU kernel computes in float32."""
     if device.type == "cpu":
         from . import cpu
-        cpu.check_setup()
+        cpu.check_setup(precision)
 
 
 def _resolve(name: str, device: torch.device) -> str:
