@@ -3,8 +3,8 @@
     python scripts/headline_table.py            # rewrites the tables between the markers
     python scripts/headline_table.py --check    # exit 1 if a table is not the records'
 
-One column per configuration: rule-free (`cpu9`, the headline), rule-aware (`cpu9_rules`) and the
-paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
+One column per configuration: rule-free (`cpu9`, the headline), the same made faster
+(`cpu9_fast`), rule-aware (`cpu9_rules`) and the paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
 shows "not run". The 4x4 table is the default profile's record, results/default/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
@@ -25,7 +25,8 @@ BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do 
 END = "<!-- end of the 9x9 table -->"
 DEFAULT_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/default/; do not edit -->"
 DEFAULT_END = "<!-- end of the 4x4 table -->"
-CONFIGURATIONS = {"cpu9": "rule-free (`cpu9`)", "cpu9_rules": "rule-aware (`cpu9_rules`)",
+CONFIGURATIONS = {"cpu9": "rule-free (`cpu9`)", "cpu9_fast": "rule-free, fast (`cpu9_fast`)",
+                  "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)"}
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {

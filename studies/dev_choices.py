@@ -21,6 +21,7 @@ from satground.metrics import markdown_table
 from satground.models import load_solver
 from satground.params import load_params
 from satground.check import Checked
+from satground.satnet import check_setup
 from satground.stage import stage_device
 from satground.training import solution_scores
 
@@ -38,6 +39,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     device, batch_size = stage_device(), params.evaluate.batch_size
+    check_setup(device, params.satnet.precision)  # SATNet's products as the run's evaluate takes them
     dev = load_boards(args.prepared, "dev")
     solution = load_boards(args.prepared, "dev", view="grounded").labels
     models = Path(args.models)
