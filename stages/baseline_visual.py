@@ -2,8 +2,8 @@
 from scratch, on grounded boards (input labels leak to LeNet through SATNet) or on ungrounded
 ones (expected to fail, Chang et al. 2020). Optionally a proofreader is trained on top, on the
 ungrounded boards as the paper does. With `baseline_visual.epochs` 0 it is not run: no scores,
-its model file the untrained initialisation. Per-epoch curves on the dev boards; scored once, at the
-end, on the test boards against the full solution.
+its model file the untrained initialisation. Per-epoch curves on the dev boards; scored once,
+at the end, on the test boards against the full solution.
 """
 from __future__ import annotations
 

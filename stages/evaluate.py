@@ -1,7 +1,7 @@
 """Evaluation on the test boards: our model as trained, re-read (unless `reread.reader` is none)
-and with proofreader (unless `proofread.epochs` is 0), the final model again with SATNet checking the givens' readings (unless
-`evaluate.check_folds` is 0), the self-grounded phase, and the results table (paper Tables 1 and
-3) with the baselines' rows.
+and with proofreader (unless `proofread.epochs` is 0), the final model again with SATNet
+checking the givens' readings (unless `evaluate.check_folds` is 0), the self-grounded phase, and
+the results table (paper Tables 1 and 3) with the baselines' rows.
 
 The only stage of our method that reads the test solution and the evaluation truth: board
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
