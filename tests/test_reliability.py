@@ -265,7 +265,6 @@ def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, va
 
 
 @pytest.mark.parametrize("env,problem", [
-    ({"SATGROUND_CPU_PRECISION": "garbage"}, "SATGROUND_CPU_PRECISION must be one of"),
     ({"SATGROUND_CPU_TARGET": "no-such-cpu"}, "failed"),
     ({"CC": "false"}, "compiling"),
     ({"CC": "/no/such/cc"}, "no C compiler '/no/such/cc'"),
@@ -273,6 +272,22 @@ def test_non_finite_and_absurd_parameters_stop_the_stage_before_any_work(key, va
 def test_a_machine_the_kernel_cannot_run_on_stops_the_stage_in_one_line(env, problem, tmp_path):
     line = one_line_exit_1(stage_command("ground", tmp_path), SATGROUND_DEVICE="cpu", **env)
     assert problem in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_bf16_products_where_the_kernel_has_none_stop_the_stage_naming_the_parameter(tmp_path):
+    """satnet.precision bf16 on a build with neither AMX nor AVX512_BF16 (the AVX2 build): one
+    line naming the parameter, before any work; SATGROUND_CPU_PRECISION does not override it."""
+    from satground.satnet import cpu
+    if not all(f in cpu.host_features() for f in cpu.X86_LEVELS.get("x86-64-v3", ["none"])):
+        pytest.skip("needs an x86-64-v3 CPU")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["satnet"]["precision"] = "bf16"
+    (tmp_path / "bf16.yaml").write_text(yaml.safe_dump(params))
+    line = one_line_exit_1(stage_command("ground", tmp_path, params=tmp_path / "bf16.yaml"),
+                           SATGROUND_DEVICE="cpu", SATGROUND_CPU_TARGET="x86-64-v3",
+                           SATGROUND_CPU_PRECISION="fp32")
+    assert "satnet.precision bf16: the kernel built for SATGROUND_CPU_TARGET=x86-64-v3" in line, line
     assert not (tmp_path / "out").exists()
 
 
