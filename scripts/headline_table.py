@@ -3,10 +3,10 @@
     python scripts/headline_table.py            # rewrites the tables between the markers
     python scripts/headline_table.py --check    # exit 1 if a table is not the records'
 
-One column per configuration: rule-free (`cpu9`, the headline), the same made faster
-(`cpu9_fast`), rule-aware (`cpu9_rules`) and the paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
+One column per configuration: rule-free (`cpu9_fast`, the default profile and the headline),
+the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`) and the paper's mechanism (`cpu9_paper`), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
-shows "not run". The 4x4 table is the default profile's record, results/default/, as `evaluate`
+shows "not run". The 4x4 table is the 4x4 profile's record, results/4x4/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
 scripts/ablation_report.py wrote it) between its markers.
 """
@@ -23,9 +23,10 @@ from satground.records import read_record, seed_folders
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do not edit -->"
 END = "<!-- end of the 9x9 table -->"
-DEFAULT_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/default/; do not edit -->"
-DEFAULT_END = "<!-- end of the 4x4 table -->"
-CONFIGURATIONS = {"cpu9": "rule-free (`cpu9`)", "cpu9_fast": "rule-free, fast (`cpu9_fast`)",
+SMALL_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/4x4/; do not edit -->"
+SMALL_END = "<!-- end of the 4x4 table -->"
+CONFIGURATIONS = {"cpu9_fast": "rule-free, the default (`cpu9_fast`)",
+                  "cpu9": "rule-free, slower (`cpu9`)",
                   "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)"}
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
@@ -96,11 +97,11 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_table() -> str:
-    """The default profile's record (results/default/): its rows without the proofreader as
+def small_table() -> str:
+    """The 4x4 profile's record (results/4x4/): its rows without the proofreader as
     `evaluate` wrote them (metrics/results.csv), under one line saying what ran, where and how
     long; every row is in the record's summary.md."""
-    folder = ROOT / "results" / "default"
+    folder = ROOT / "results" / "4x4"
     run = load_json(folder / "run.json", "run record")
     n_test = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")["n_test"]
     wall = run.get("wall_seconds")
@@ -114,8 +115,8 @@ def default_table() -> str:
     columns = {key: name for key, name in columns.items() if key in frame}
     lines = ["| " + " | ".join(columns.values()) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(str(row[key]) for key in columns) + " |" for _, row in frame.iterrows()]
-    return (f"Record `results/default/` (commit {run['commit']}, {run['machine']}; {took}), "
-            f"{n_test} test boards, without the proofreader (every row: `results/default/summary.md`):\n\n" + "\n".join(lines) + "\n")
+    return (f"Record `results/4x4/` (commit {run['commit']}, {run['machine']}; {took}), "
+            f"{n_test} test boards, without the proofreader (every row: `results/4x4/summary.md`):\n\n" + "\n".join(lines) + "\n")
 
 
 def between(text: str, begin: str, end: str, block: str, where: Path) -> str:
@@ -149,8 +150,8 @@ def main(argv=None) -> int:
     pages = {}
     text = args.readme.read_text()
     new = between(text, BEGIN, END, table(), args.readme)
-    if DEFAULT_BEGIN in text:
-        new = between(new, DEFAULT_BEGIN, DEFAULT_END, default_table(), args.readme)
+    if SMALL_BEGIN in text:
+        new = between(new, SMALL_BEGIN, SMALL_END, small_table(), args.readme)
     pages[args.readme] = (text, new)
     if args.results_page.is_file():
         text = args.results_page.read_text()

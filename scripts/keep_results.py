@@ -112,6 +112,7 @@ def summary(root: Path, run: dict) -> str:
            f"{run['peak_rss_mb'] / 1024:.2f} GB." if wall is not None else "wall time not recorded."),
         f"{prepare['n_train']} training / {prepare.get('n_dev', 0)} dev / {prepare['n_test']} test boards, {K} digits "
         f"({prepare['image_source']} images). Written by `python scripts/keep_results.py`.",
+        *([f"SATNet's kernel in `train`: {kernel}."] if (kernel := train_kernel(metrics)) else []),
         "",
         "## Test boards",
         "",
@@ -146,6 +147,12 @@ def summary(root: Path, run: dict) -> str:
     if injection.exists():
         lines += ["## Error injection (non-visual test boards)", "", injection.read_text().strip(), ""]
     return "\n".join(lines)
+
+
+def train_kernel(metrics: Path) -> str | None:
+    """The kernel `train` ran SATNet on (tile and products), where its info.json says."""
+    path = metrics / "train" / "info.json"
+    return load_json(path, "train record").get("satnet_kernel") if path.is_file() else None
 
 
 def main(argv=None):

@@ -1,9 +1,10 @@
-"""Switch the parameter profile: python scripts/profile.py NAME  (default, cpu9, cpu9_rules,
-cpu9_paper, paper, smoke: profiles/NAME.yaml's header says what each is)
+"""Switch the parameter profile: python scripts/profile.py NAME  (4x4, cpu9_fast, cpu9,
+cpu9_rules, cpu9_paper, paper, smoke: profiles/NAME.yaml's header says what each is)
 
 Writes params.yaml (the file every stage reads) as the defaults of satground/params.py with
-profiles/NAME.yaml's changes laid over them; `default` is the defaults alone. Then `dvc repro`,
-or `dvc exp run -n NAME` to record the run as an experiment.
+profiles/NAME.yaml's changes laid over them; `4x4` is the defaults alone. The committed
+params.yaml is cpu9_fast (satground.params.DEFAULT_PROFILE). Then `dvc repro`, or
+`dvc exp run -n NAME` to record the run as an experiment.
 """
 import sys
 from pathlib import Path

@@ -19,7 +19,7 @@ from satground.io import PipelineError, save_all, seed_everything
 from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.params import load_params
-from satground.satnet import check_setup
+from satground.satnet import check_setup, kernel_description
 from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
 from satground.training import bce_loss, fit, freeze, readings_once
@@ -76,7 +76,8 @@ def main(argv=None):
                    cfg.batch_size, device, generator, report, desc="train", resume_dir=args.resume_dir,
                    decay_epochs=cfg.decay_epochs)
     save_all({args.model_out: checkpoint(model.cpu())})
-    report.finish({"train_loss": last["loss"]}, info={"satnet_from_ground": from_ground, **last})
+    report.finish({"train_loss": last["loss"]}, info={
+        "satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last})
     print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "
           f"{last['dev_blank_cells']:.3f}, valid grids {last['dev_valid_grids']:.3f}")
 

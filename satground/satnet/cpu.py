@@ -188,15 +188,25 @@ def _precision() -> int:
     CPU has them, for k = 32; elsewhere, and for float64, the fp32/fp64 vector tile), fp32 (that
     tile always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or AVX512_BF16's
     vdpbf16ps, for k = 32; refused where the build has neither). bf16 is about 2^-8 relative per
-    product: docs/satnet-layer.md says where learning was measured with it."""
+    product: docs/satnet-layer.md says where learning was measured with it. auto: bf16 where
+    built, else bf16x3 (precision_name)."""
+    return PRECISIONS[precision_name()]
+
+
+def precision_name() -> str:
+    """The precision the kernel runs here, by name, with `auto` resolved: bf16 where this build
+    has AMX-BF16 or AVX512_BF16, else bf16x3 (so a profile that wants bf16's speed still runs,
+    at the fp32 tile's, on a CPU without them). Checked: one line naming the setting."""
     name = "satnet.precision" if _selected else "SATGROUND_CPU_PRECISION"
     value = _selected or os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
-    if value not in PRECISIONS:
-        raise SetupError(f"{name} must be one of {tuple(PRECISIONS)}, got {value!r}")
+    if value not in (*PRECISIONS, "auto"):
+        raise SetupError(f"{name} must be one of {(*PRECISIONS, 'auto')}, got {value!r}")
+    if value == "auto":
+        return "bf16" if bf16_available() else "bf16x3"
     if value == "bf16" and not bf16_available():
         raise SetupError(f"{name} bf16: the kernel built for SATGROUND_CPU_TARGET={target()} has "
-                         f"neither AMX-BF16 nor AVX512_BF16 here; use bf16x3 or fp32")
-    return PRECISIONS[value]
+                         f"neither AMX-BF16 nor AVX512_BF16 here; use auto, bf16x3 or fp32")
+    return value
 
 
 def check_setup(precision: str | None = None) -> None:

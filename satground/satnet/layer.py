@@ -48,6 +48,15 @@ def check_setup(device: torch.device, precision: str | None = None) -> None:
         cpu.check_setup(precision)
 
 
+def kernel_description(device: torch.device) -> str:
+    """Which kernel runs SATNet on `device`, for a run's record: on CPU the tile built and the
+    precision its float32 products take (`auto` resolved), e.g. "bf16 products; avx512 12x2..."."""
+    if device.type == "cpu":
+        from . import cpu
+        return f"{cpu.precision_name()} products; {cpu.tile_shape()}"
+    return "triton" if device.type == "cuda" else device.type
+
+
 def _resolve(name: str, device: torch.device) -> str:
     """The backend "auto" stands for on this device; other names unchanged."""
     if name == "auto":
