@@ -1,11 +1,13 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
-    python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--out FILE.csv]
+    python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
+        [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
 (the headline's final model) or with it, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
-boards with every blank right, in %. The pair chosen for a profile is the best on these rows
+boards with every blank right, in %. --as-trained adds the model as end-to-end training left it
+(models/solver.pt, before any re-read; the image-reuse study's first column). The pair chosen for a profile is the best on these rows
 (docs/results.md says which split decided what).
 """
 import argparse
@@ -34,6 +36,7 @@ def main(argv=None):
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 4, 8, 16])
     parser.add_argument("--starts", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--proofreader", choices=("no", "yes", "both"), default="no")
+    parser.add_argument("--as-trained", action="store_true", help="also score models/solver.pt, as trained")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -45,17 +48,19 @@ def main(argv=None):
     models = Path(args.models)
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
     files = {"no": models / final, "yes": models / "solver_proofread.pt"}
-    readers = {key: load_solver(path, boards=dev, kind="visual") for key, path in files.items()
+    readers = {(key, path.stem): load_solver(path, boards=dev, kind="visual") for key, path in files.items()
                if args.proofreader in (key, "both")}
+    if args.as_trained:
+        readers[("no", "solver")] = load_solver(models / "solver.pt", boards=dev, kind="visual")
     rows = []
-    for (proofreader, model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
+    for ((proofreader, name), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
         if folds == 0 and starts > 1:
             continue  # starts average the checked rows' final solve only
         seed_everything(params.seed)
         start = time.perf_counter()
         solver = Checked(model, folds, starts) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
-        rows.append({"proofreader": proofreader, "check_folds": folds, "starts": starts,
+        rows.append({"model": name, "proofreader": proofreader, "check_folds": folds, "starts": starts,
                      "dev_exact_pct": round(100 * scores["board_accuracy"], 1),
                      "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
                      "seconds": round(time.perf_counter() - start, 1)})
