@@ -6,26 +6,12 @@ profiles/NAME.yaml's changes laid over them; `4x4` is the defaults alone. The co
 params.yaml is cpu9_fast (satground.params.DEFAULT_PROFILE). Then `dvc repro`, or
 `dvc exp run -n NAME` to record the run as an experiment.
 """
+import os
 import sys
 from pathlib import Path
 
-from satground.io import PipelineError
-from satground.params import params_text
-
-
-def main(argv):
-    if len(argv) != 1:
-        print("usage: python scripts/profile.py NAME", file=sys.stderr)
-        return 1
-    try:
-        text = params_text(argv[0])
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    (Path(__file__).resolve().parents[1] / "params.yaml").write_text(text)
-    print(f"params.yaml <- {argv[0]} profile")
-    return 0
-
+from satground.cli import profile
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    os.chdir(Path(__file__).resolve().parents[1])  # params.yaml of this checkout, wherever run from
+    sys.exit(profile())

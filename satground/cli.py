@@ -1,0 +1,60 @@
+"""Console commands (pyproject's [project.scripts]), run from the project folder:
+
+    satground-profile NAME    params.yaml <- profile NAME (as `python scripts/profile.py NAME`)
+    satground-exps [ARGS]     `dvc exp show` cut to what tells runs apart, in 120 columns
+
+DVC has no setting for which columns `dvc exp show` prints, and on this pipeline it prints
+about 170 (every metric, every declared param, every code dep's hash), so that at a terminal's
+width every cell is elided. `satground-exps` passes DVC the filter instead: the headline
+metrics, and the params whose values differ between the experiments shown (`--only-changed`);
+no dep hashes. Further arguments go to `dvc exp show` as they are (`-A`, `--csv`, `--sort-by
+boards_checked`, ...).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# evaluate's metrics.json: exact boards as trained and after re-read + check, every blank right
+# after the check, and whether the loss's own permutation was right; `seed` and `rule_aware` are
+# the two params outside a section (the only ones whose column has no dot)
+HEADLINE = ("Experiment", "Created", "boards", "boards_checked", "blank_boards_checked",
+            "perm_right", "seed", "rule_aware")
+FILE_SUFFIXES = ("py", "c", "yaml", "html", "json", "csv", "md", "pt")
+# drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
+# such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash
+EXPS_DROP = (rf"^(?!(?:{'|'.join(HEADLINE)})$)"
+             rf"(?!(?![^/]*\.(?:{'|'.join(FILE_SUFFIXES)})$)[a-z0-9_]+(?:\.[a-z0-9_]+)+$).*")
+
+
+def exps_command(extra: list[str]) -> list[str]:
+    return ["dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP, *extra]
+
+
+def exps(argv: list[str] | None = None) -> int:
+    """satground-exps: `dvc exp show` with the filter above, 120 columns unless COLUMNS says."""
+    argv = sys.argv[1:] if argv is None else argv
+    env = dict(os.environ, COLUMNS=os.environ.get("COLUMNS", "120"))
+    return subprocess.run(exps_command(argv), env=env).returncode
+
+
+def profile(argv: list[str] | None = None) -> int:
+    """satground-profile NAME: writes ./params.yaml as the schema's defaults with
+    profiles/NAME.yaml laid over them (satground.params.params_text)."""
+    from .io import PipelineError  # here: torch comes with them, and satground-exps needs neither
+    from .params import params_text
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: satground-profile NAME  (or python scripts/profile.py NAME)", file=sys.stderr)
+        return 1
+    try:
+        text = params_text(argv[0])
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    Path("params.yaml").write_text(text)
+    print(f"params.yaml <- {argv[0]} profile")
+    return 0
