@@ -8,7 +8,7 @@ every metric, every declared param and every code dep's hash, so that at a termi
 every cell is elided. `satground-exps` passes DVC the filter instead: the headline
 metrics, and the params whose values differ between the experiments shown (`--only-changed`);
 no dep hashes. Further arguments go to `dvc exp show` as they are (`-A`, `--csv`, `--sort-by
-boards_checked`, ...).
+boards_checked`, `--keep perm_right`, ...).
 """
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 # evaluate's metrics.json: exact boards as trained and after re-read + check, every blank right
-# after the check, and whether the loss's own permutation was right; `seed` and `rule_aware` are
-# the two params outside a section (the only ones whose column has no dot)
-HEADLINE = ("Experiment", "Created", "boards", "boards_checked", "blank_boards_checked",
-            "perm_right", "seed", "rule_aware")
+# after the check (`--keep perm_right` adds the permutation, `--keep Created` the time); `seed`
+# and `rule_aware` are the two params outside a section (the only ones whose column has no dot)
+HEADLINE = ("Experiment", "boards", "boards_checked", "blank_boards_checked", "seed", "rule_aware")
 FILE_SUFFIXES = ("py", "c", "yaml", "html", "json", "csv", "md", "pt")
 # drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
 # such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash
@@ -30,7 +29,8 @@ EXPS_DROP = (rf"^(?!(?:{'|'.join(HEADLINE)})$)"
 
 
 def exps_command(extra: list[str]) -> list[str]:
-    return ["dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP, *extra]
+    # DVC of this interpreter's environment, activated or not
+    return [sys.executable, "-m", "dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP, *extra]
 
 
 def exps(argv: list[str] | None = None) -> int:
