@@ -17,10 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-# evaluate's metrics.json: exact boards as trained and after re-read + check, every blank right
-# after the check (`--keep perm_right` adds the permutation, `--keep Created` the time); `seed`
-# and `rule_aware` are the two params outside a section (the only ones whose column has no dot)
-HEADLINE = ("Experiment", "boards", "boards_checked", "blank_boards_checked", "seed", "rule_aware")
+# the run's name (`rev` names it in --csv), then evaluate's metrics.json: exact boards as trained
+# and after re-read + check, every blank right after the check (`--keep perm_right` adds the
+# permutation, `--keep Created` the time); `seed` and `rule_aware` are the two params outside a
+# section (the only ones whose column has no dot)
+HEADLINE = ("Experiment", "rev", "boards", "boards_checked", "blank_boards_checked", "seed", "rule_aware")
 FILE_SUFFIXES = ("py", "c", "yaml", "html", "json", "csv", "md", "pt")
 # drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
 # such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash

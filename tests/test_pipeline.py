@@ -224,3 +224,13 @@ def test_stages_refuse_a_model_of_the_wrong_kind(smoke_repo):
                        model_out="/tmp/never_written.pt")
     assert "a symbolic solver, but this stage needs a visual one" in line
     assert not Path("/tmp/never_written.pt").exists()
+
+
+@pytest.mark.slow
+def test_satground_exps_shows_the_headline_metrics_and_no_dep_hash(smoke_repo):
+    """satground-exps' filter through the real `dvc exp show` (its --drop matches from the start)."""
+    from satground.cli import exps_command
+    header = sh(exps_command(["--csv"]), smoke_repo).stdout.splitlines()[0].split(",")
+    assert {"rev", "boards", "boards_checked", "blank_boards_checked"} <= set(header), header
+    assert not any("/" in column or column.endswith((".py", ".yaml", ".html")) for column in header), header
+    assert "cells" not in header and "cluster_acc" not in header, header
