@@ -50,7 +50,7 @@ def main(argv=None):
     files = {"no": models / final, "yes": models / "solver_proofread.pt"}
     readers = {(key, path.stem): load_solver(path, boards=dev, kind="visual") for key, path in files.items()
                if args.proofreader in (key, "both")}
-    if args.as_trained:
+    if args.as_trained and final != "solver.pt":  # else the final reader is the model as trained
         readers[("no", "solver")] = load_solver(models / "solver.pt", boards=dev, kind="visual")
     rows = []
     for ((proofreader, name), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):

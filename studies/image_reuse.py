@@ -12,12 +12,11 @@ check (the profile's folds and starts); the test boards' figures as `evaluate` w
 """
 import argparse
 import csv
-import json
 from pathlib import Path
 
-import yaml
-
 from common import markdown
+from satground.io import load_json
+from satground.records import read_record
 
 
 def dev_exact(rows: list[dict], model: str, folds: int, starts: int) -> str:
@@ -28,12 +27,10 @@ def dev_exact(rows: list[dict], model: str, folds: int, starts: int) -> str:
 
 
 def row(folder: Path) -> list:
-    params = yaml.safe_load((folder / "params.yaml").read_text())
-    metrics = folder / "metrics"
-    info = json.loads((metrics / "prepare" / "info.json").read_text())
-    test = json.loads((metrics / "evaluate" / "metrics.json").read_text())
-    cluster = json.loads((metrics / "cluster" / "metrics.json").read_text())["cluster_acc"]
-    lenet = json.loads((metrics / "distill" / "metrics.json").read_text())["lenet_acc"]
+    record = read_record(folder)
+    params, test = record.params, record.metrics["evaluate"]
+    info = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")
+    cluster, lenet = record.metrics["cluster"]["cluster_acc"], record.metrics["distill"]["lenet_acc"]
     with open(folder / "dev_choices.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     images = info["given_images_used"]["train"]
