@@ -60,13 +60,13 @@ class SymbolicSolver(nn.Module):
 
     def __init__(self, board_size: int, m: int, aux: int, max_iter: int = 40,
                  zero_input_outputs: bool = True, output_softmax: bool = False,
-                 proofreader: bool = False, backend: str = "auto"):
+                 proofreader: bool = False, backend: str = "auto", eps: float = 1e-4):
         super().__init__()
         self.board_size = board_size
         self.n_digits = board_size ** 2
         self.n_cells = board_size ** 4
         self.output_softmax = output_softmax
-        self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter,
+        self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter, eps=eps,
                              zero_input_outputs=zero_input_outputs, backend=backend)
         self.proofreader = Proofreader(self.n_cells, self.n_digits) if proofreader else None
 
@@ -129,6 +129,7 @@ def add_trainable_proofreader(model: nn.Module) -> Proofreader:
 def solver_config(solver: SymbolicSolver) -> dict:
     sat = solver.satnet
     return {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "max_iter": sat.max_iter,
+            "eps": sat.eps,
             "zero_input_outputs": sat.zero_input_outputs, "output_softmax": solver.output_softmax,
             "proofreader": solver.proofreader is not None}
 
@@ -145,9 +146,11 @@ def checkpoint(model: nn.Module) -> dict:
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
 
-def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None) -> nn.Module:
+def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None,
+                solve_sweeps: int | None = None) -> nn.Module:
     """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`; checked against the
-    `boards` it will be used with (same board size) and the `kind` a stage needs."""
+    `boards` it will be used with (same board size) and the `kind` a stage needs. With
+    `solve_sweeps` (satnet.solve_sweeps) its SATNet runs exactly that many sweeps a solve."""
     saved = load_torch(path, "solver model")
     if not isinstance(saved, dict) or saved.get("kind") not in ("visual", "symbolic"):
         raise PipelineError(f"{path}: not a solver model file (expected kind visual/symbolic)")
@@ -163,6 +166,8 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         solver = SymbolicSolver(**saved["config"], backend=backend)
         solver.load_state_dict(saved["solver"])
         check_finite_weights(solver, path, "solver model")
+        if solve_sweeps is not None:
+            solver.satnet.max_iter, solver.satnet.eps = solve_sweeps, 0.0
         if saved["kind"] == "symbolic":
             return solver
         reader = saved.get("reader")
@@ -177,6 +182,7 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
 # a solver checkpoint's config entries: (type, test of the value, what it must be)
 _CONFIG = {"board_size": (int, lambda v: v in (2, 3), "2 or 3"), "m": (int, lambda v: v >= 1, ">= 1"),
            "aux": (int, lambda v: v >= 0, ">= 0"), "max_iter": (int, lambda v: v >= 1, ">= 1"),
+           "eps": (float, lambda v: 0 <= v < 1, "in [0, 1)"),
            "zero_input_outputs": (bool, None, ""), "output_softmax": (bool, None, ""),
            "proofreader": (bool, None, "")}
 

@@ -169,6 +169,13 @@ class Satnet:
     m: int = knob(100, "rank of the SDP relaxation (columns of S)", low=1)
     aux: int = knob(50, "auxiliary variables", low=0)
     max_iter: int = knob(40, "mixing-method sweeps per forward pass", low=1)
+    eps: float = knob(1.0e-4, "a sample's forward stops once a sweep lowers the objective by less "
+                      "than eps times its first sweep did (the published rule and value); the "
+                      "backward runs as many sweeps", low=0.0, high=0.5)
+    solve_sweeps: int | None = knob(None, "every solve after training (reread's inferences, evaluate's "
+                                    "solves and check) runs exactly this many sweeps, no early stop "
+                                    "(ours: at eps the vectors are still moving); null = as trained "
+                                    "(max_iter, eps: the published)", low=1)
     lr: float = lr_knob(2.0e-3, "Adam learning rate of SATNet, in every stage that trains one")
     precision: str = knob("bf16x3", "the CPU kernel's float32 products: bf16x3 (split bf16 on AMX "
                           "tiles where the CPU has them, else fp32) | fp32 | bf16 (one bf16 product, "

@@ -25,7 +25,7 @@ from .lenet import outputs
 from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .resume import Resumable
-from .satnet.layer import NonFiniteError
+from .satnet.layer import SATNet, NonFiniteError
 
 
 def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:
@@ -229,7 +229,9 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
     continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
     adds settings the fingerprint must cover, `carry` objects with a state_dict, such as a loss
     with a running estimate, are saved and restored with the model). Over the last `decay_epochs`
-    epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`)."""
+    epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`). Each row
+    also holds `sweeps`: the mean forward sweeps a board took in the epoch's training (of
+    satnet.max_iter; the backward runs as many)."""
     if evaluate is None:
         def evaluate():
             return {f"dev_{k}": v for k, v in evaluate_outputs(model, dev, batch_size, device, "dev").items()}
@@ -252,9 +254,14 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
     epoch = done
     while epoch < epochs and not (stopping is not None and stopping.stopped):
         epoch += 1
+        counts = [layer.sweep_count for layer in model.modules() if isinstance(layer, SATNet)]
+        for count in counts:
+            count.reset()
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
                            desc=f"{desc} epoch {epoch}", scheduler=scheduler)
-        history.append({"loss": loss, **evaluate()})
+        sweeps = [count.mean() for count in counts if count.mean() is not None]
+        history.append({"loss": loss, **({"sweeps": sum(sweeps) / len(sweeps)} if sweeps else {}),
+                        **evaluate()})
         if report is not None:
             report.log_epoch(epoch, history[-1], prefix)
         if stopping is not None:

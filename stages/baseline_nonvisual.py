@@ -34,7 +34,8 @@ def main(argv=None):
     train = load_boards(args.prepared, "train", view="grounded")
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)
 
-    model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=False).to(device)
+    model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
+                           zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
         untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too

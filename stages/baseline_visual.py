@@ -43,7 +43,7 @@ def main(argv=None):
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
-    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter,
+    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
                             zero_input_outputs=args.view == "ungrounded")
     model = VisualSolver(LeNet(train.n_digits), solver).to(device)
     optimizer = torch.optim.Adam([

@@ -80,7 +80,8 @@ def main(argv=None):
     solution = load_boards(args.prepared, "test", view="grounded").labels
     truth = load_truth(args.prepared, "test", test)
     K = test.n_digits
-    solvers = {name: load_solver(path, boards=test, kind="visual") for name, path in
+    solvers = {name: load_solver(path, boards=test, kind="visual",
+                                 solve_sweeps=params.satnet.solve_sweeps) for name, path in
                (("no_proofreader", args.solver), ("reread", args.solver_reread),
                 ("proofreader", args.solver_proofread),
                 ("ground", args.ground))}

@@ -62,8 +62,8 @@ def main(argv=None):
         raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
                             f"boards have {K} digits")
     freeze(classifier)
-    solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, zero_input_outputs=True,
-                            output_softmax=cfg.output_softmax)
+    solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
+                            zero_input_outputs=True, output_softmax=cfg.output_softmax)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 

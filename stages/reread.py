@@ -34,7 +34,8 @@ def main(argv=None):
     check_setup(torch.device("cpu"), params.satnet.precision)  # its SATNet passes run on the CPU
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
-    model = load_solver(args.model, boards=train, kind="visual")
+    model = load_solver(args.model, boards=train, kind="visual",
+                        solve_sweeps=params.satnet.solve_sweeps)
     train_pool, dev_pool = given_image_indices(train), given_image_indices(dev)
     dev_truth = load_image_labels(args.prepared, "dev", dev_pool)  # reporting only
     report = StageReport(args.metrics_out)  # after every input is read: its clock starts here

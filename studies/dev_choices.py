@@ -1,13 +1,15 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
 (the headline's final model) or with it, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
 boards with every blank right, in %. --as-trained adds the model as end-to-end training left it
-(models/solver.pt, before any re-read; the image-reuse study's first column). The pair chosen for a profile is the best on these rows
+(models/solver.pt, before any re-read; the image-reuse study's first column). --solve-sweeps
+scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
+reader is the one re-read at params.yaml's. The pair chosen for a profile is the best on these rows
 (docs/results.md says which split decided what).
 """
 import argparse
@@ -37,6 +39,8 @@ def main(argv=None):
     parser.add_argument("--starts", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--proofreader", choices=("no", "yes", "both"), default="no")
     parser.add_argument("--as-trained", action="store_true", help="also score models/solver.pt, as trained")
+    parser.add_argument("--solve-sweeps", nargs="+", type=lambda v: None if v == "none" else int(v),
+                        help="satnet.solve_sweeps values to score (none = as trained)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -47,20 +51,24 @@ def main(argv=None):
     solution = load_boards(args.prepared, "dev", view="grounded").labels
     models = Path(args.models)
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
-    files = {"no": models / final, "yes": models / "solver_proofread.pt"}
-    readers = {(key, path.stem): load_solver(path, boards=dev, kind="visual") for key, path in files.items()
-               if args.proofreader in (key, "both")}
+    files = {("no", path.stem): path for path in [models / final] if args.proofreader in ("no", "both")}
+    if args.proofreader in ("yes", "both"):
+        files[("yes", "solver_proofread")] = models / "solver_proofread.pt"
     if args.as_trained and final != "solver.pt":  # else the final reader is the model as trained
-        readers[("no", "solver")] = load_solver(models / "solver.pt", boards=dev, kind="visual")
+        files[("no", "solver")] = models / "solver.pt"
+    sweeps = args.solve_sweeps or [params.satnet.solve_sweeps]
+    readers = {(*key, n): load_solver(path, boards=dev, kind="visual", solve_sweeps=n)
+               for key, path in files.items() for n in sweeps}
     rows = []
-    for ((proofreader, name), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
+    for ((proofreader, name, n), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
         if folds == 0 and starts > 1:
             continue  # starts average the checked rows' final solve only
         seed_everything(params.seed)
         start = time.perf_counter()
         solver = Checked(model, folds, starts) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
-        rows.append({"model": name, "proofreader": proofreader, "check_folds": folds, "starts": starts,
+        rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none",
+                     "check_folds": folds, "starts": starts,
                      "dev_exact_pct": round(100 * scores["board_accuracy"], 1),
                      "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
                      "seconds": round(time.perf_counter() - start, 1)})

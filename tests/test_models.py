@@ -108,14 +108,21 @@ def test_add_trainable_proofreader_freezes_everything_else():
 
 def test_checkpoint_round_trip(tmp_path):
     torch.manual_seed(0)
-    model = VisualSolver(LeNet(K), SymbolicSolver(2, m=30, aux=5, max_iter=7, output_softmax=True))
+    model = VisualSolver(LeNet(K), SymbolicSolver(2, m=30, aux=5, max_iter=7, output_softmax=True,
+                                                  eps=1e-3))
     model.solver.add_proofreader()
     save_torch(checkpoint(model), tmp_path / "m.pt")
     loaded = load_solver(tmp_path / "m.pt")
     assert isinstance(loaded, VisualSolver) and loaded.solver.output_softmax
     assert loaded.solver.satnet.max_iter == 7 and loaded.solver.proofreader is not None
+    assert loaded.solver.satnet.eps == 1e-3  # evaluation stops its sweeps as training did
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
+    # satnet.solve_sweeps: a solve after training runs exactly that many sweeps, no early stop
+    fixed = load_solver(tmp_path / "m.pt", solve_sweeps=25).solver
+    z, is_input = torch.rand(3, fixed.n_cells * K), torch.rand(3, fixed.n_cells) < 0.4
+    fixed(z, is_input)
+    assert fixed.satnet.eps == 0.0 and fixed.satnet.sweep_count.mean() == 25
     symbolic = SymbolicSolver(2, m=30, aux=5)
     save_torch(checkpoint(symbolic), tmp_path / "s.pt")
     assert isinstance(load_solver(tmp_path / "s.pt"), SymbolicSolver)

@@ -341,3 +341,23 @@ def test_learns_4x4_sudoku():
         pred = layer(z_test, is_input_test).view(-1, 16, 4).argmax(-1) + 1
     board_accuracy = (pred == solution_test).all(dim=1).float().mean().item()
     assert board_accuracy >= 0.99
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_sweep_count_follows_eps(backend):
+    """The layer counts the forward sweeps each sample ran (a training curve's `sweeps`): all
+    max_iter with eps 0, fewer with a looser eps, and the count resets."""
+    torch.manual_seed(0)
+    z = torch.rand(3, 20)
+    is_input = torch.rand(3, 20) < 0.3
+    counts = {}
+    for eps in (0.0, 1e-2):
+        layer = SATNet(20, 16, 4, max_iter=30, eps=eps, backend=backend)
+        layer.S.data.copy_(torch.randn_like(layer.S, generator=torch.Generator().manual_seed(1)))
+        layer(z, is_input, generator=torch.Generator().manual_seed(2))
+        counts[eps] = layer.sweep_count.mean()
+        layer(z, is_input, generator=torch.Generator().manual_seed(2))
+        assert layer.sweep_count.samples == 6 and layer.sweep_count.mean() == counts[eps]
+        layer.sweep_count.reset()
+        assert layer.sweep_count.mean() is None
+    assert counts[0.0] == 30 and 1 <= counts[1e-2] < 30

@@ -184,7 +184,8 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
     kept = float(curve[info["best_epoch"]].split("\t")[1])
     assert kept == pytest.approx(info["val_blank_cells"])
     train = read(workdir / "metrics/train/info.json")
-    assert {"loss", "dev_blank_cells", "dev_blank_boards", "dev_valid_grids"} <= set(train)
+    assert {"loss", "sweeps", "dev_blank_cells", "dev_blank_boards", "dev_valid_grids"} <= set(train)
+    assert 1 <= train["sweeps"] <= PARAMS["satnet"]["max_iter"]  # the mean sweeps a board took
     assert set(read(workdir / "metrics/train/metrics.json")) == {"train_loss"}
     assert "seconds" in read(workdir / "metrics/train/timing.json")
 

@@ -109,11 +109,27 @@ def _samples(mask) -> str:
     return "[" + ", ".join(map(str, rows[:10])) + (", ...]" if len(rows) > 10 else "]")
 
 
+class SweepCount:
+    """The forward sweeps run, summed over samples since the last reset (the backward runs as
+    many): how many of max_iter the vectors need before they settle to eps."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.sweeps = self.samples = 0
+
+    def mean(self) -> float | None:
+        """Mean sweeps a sample since the last reset; None before any forward."""
+        return self.sweeps / self.samples if self.samples else None
+
+
 class MixingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
-                drop=None):
-        """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite)."""
+                drop=None, count=None):
+        """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite);
+        count: a SweepCount the sweeps run are added to."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -131,6 +147,9 @@ class MixingFunction(torch.autograd.Function):
         backend = _backend(backend_name, S.device)
         C = S.detach() @ S.detach().T  # the Gram matrix every sweep reads, kept for the backward
         V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
+        if count is not None:
+            count.sweeps += int(iters.sum())
+            count.samples += B
 
         # v_0 = e_0, so -v_i . v_0 = -V[:, i, 0]; inputs pass through exactly
         z_out = torch.acos((-V[:, 1:n + 1, 0]).clamp(-1.0, 1.0)) / math.pi
@@ -195,7 +214,7 @@ class MixingFunction(torch.autograd.Function):
         # dS = -sum_i (U_i Omega_i + V_i Phi_i): one GEMM over the batch, no (B, N, m) intermediate
         OmegaPhi = PhiOmega.flip(1).reshape(-1, 2 * B * k)  # (m, 2Bk): Omega^T, Phi^T
         dS = -(UV.view(N, -1) @ OmegaPhi.T)
-        return dS, dz_in, None, None, None, None, None, None, None, None
+        return dS, dz_in, None, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
@@ -231,6 +250,7 @@ class SATNet(nn.Module):
         self.nonfinite = nonfinite
         self.n, self.m, self.aux, self.k = n, m, aux, k
         self.max_iter, self.eps, self.prox_lam = max_iter, eps, prox_lam
+        self.sweep_count = SweepCount()  # read and reset by a training loop's curves
         self.zero_input_outputs = zero_input_outputs
         self.backend = backend
         N = n + 1 + aux
@@ -264,7 +284,8 @@ class SATNet(nn.Module):
         # are exactly 0 or 1: only values outside [0, 1] are clamped (and get no gradient)
         z = torch.where((z >= 0) & (z <= 1), z, z.clamp(0.0, 1.0))
         out = MixingFunction.apply(self.S, z, is_input, self.max_iter, self.eps,
-                                   self.prox_lam, self.k, self.backend, generator, drop)
+                                   self.prox_lam, self.k, self.backend, generator, drop,
+                                   self.sweep_count)
         finite = _finite_rows(out)
         if not finite.all():
             raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "
