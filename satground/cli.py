@@ -44,7 +44,7 @@ def exps(argv: list[str] | None = None) -> int:
 def profile(argv: list[str] | None = None) -> int:
     """satground-profile NAME: writes ./params.yaml as the schema's defaults with
     profiles/NAME.yaml laid over them (satground.params.params_text)."""
-    from .io import PipelineError  # here: torch comes with them, and satground-exps needs neither
+    from .io import PipelineError, atomic_write  # here: torch comes with them, and satground-exps needs neither
     from .params import params_text
 
     argv = sys.argv[1:] if argv is None else argv
@@ -56,6 +56,12 @@ def profile(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    Path("params.yaml").write_text(text)
+    try:
+        with atomic_write("params.yaml") as tmp:  # a full disk or a kill never leaves half a file
+            Path(tmp).write_text(text)
+    except OSError as exc:
+        print(f"error: params.yaml not written ({exc.strerror or exc}); the old one is kept",
+              file=sys.stderr)
+        return 1
     print(f"params.yaml <- {argv[0]} profile")
     return 0

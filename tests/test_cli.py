@@ -1,5 +1,6 @@
 """The console commands: satground-exps keeps `dvc exp show` to the headline metrics and the params,
 never a dep's hash; satground-profile writes the profile into the folder it runs in."""
+import errno
 import json
 import re
 from pathlib import Path
@@ -41,3 +42,21 @@ def test_profile_writes_params_yaml_where_it_runs(tmp_path, monkeypatch, capsys)
     assert yaml.safe_load((tmp_path / "params.yaml").read_text()) == compose(DEFAULT_PROFILE)
     assert profile(["laptop"]) == 1
     assert "unknown profile 'laptop'" in capsys.readouterr().err
+
+
+def test_profile_keeps_the_old_params_yaml_when_the_write_fails(tmp_path, monkeypatch, capsys):
+    """A full disk mid-write: one line, exit 1, the old params.yaml intact, no temporary left."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("seed: 7\n")
+    real_write = Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        real_write(self, text[:100], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    assert profile([DEFAULT_PROFILE]) == 1
+    monkeypatch.undo()
+    assert "params.yaml not written (No space left on device)" in capsys.readouterr().err
+    assert (tmp_path / "params.yaml").read_text() == "seed: 7\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["params.yaml"]
