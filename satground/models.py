@@ -150,7 +150,8 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
                 solve_sweeps: int | None = None) -> nn.Module:
     """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`; checked against the
     `boards` it will be used with (same board size) and the `kind` a stage needs. With
-    `solve_sweeps` (satnet.solve_sweeps) its SATNet runs exactly that many sweeps a solve."""
+    `solve_sweeps` (satnet.solve_sweeps) its SATNet runs exactly that many sweeps a solve in eval
+    mode; its checkpoint keeps the training's stopping rule."""
     saved = load_torch(path, "solver model")
     if not isinstance(saved, dict) or saved.get("kind") not in ("visual", "symbolic"):
         raise PipelineError(f"{path}: not a solver model file (expected kind visual/symbolic)")
@@ -166,8 +167,7 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         solver = SymbolicSolver(**saved["config"], backend=backend)
         solver.load_state_dict(saved["solver"])
         check_finite_weights(solver, path, "solver model")
-        if solve_sweeps is not None:
-            solver.satnet.max_iter, solver.satnet.eps = solve_sweeps, 0.0
+        solver.satnet.solve_sweeps = solve_sweeps
         if saved["kind"] == "symbolic":
             return solver
         reader = saved.get("reader")

@@ -48,7 +48,7 @@ def main(argv=None):
         model = load_solver(Path(args.models) / f"{name}.pt", boards=dev, kind="visual")
         satnet = model.solver.satnet
         for rule, value, max_iter, eps in rules:
-            satnet.max_iter, satnet.eps = max_iter, eps
+            satnet.max_iter, satnet.eps, satnet.solve_sweeps = max_iter, eps, None
             satnet.sweep_count.reset()
             seed_everything(params.seed)
             start = time.perf_counter()

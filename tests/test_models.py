@@ -7,7 +7,7 @@ from satground.data import build_visual_boards
 from satground.io import PipelineError, save_torch
 from satground.lenet import LeNet
 from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
-                              checkpoint, load_solver)
+                              checkpoint, load_solver, solver_config)
 from satground.sudoku import generate_puzzles
 from satground.training import predict, readings_once
 
@@ -118,11 +118,16 @@ def test_checkpoint_round_trip(tmp_path):
     assert loaded.solver.satnet.eps == 1e-3  # evaluation stops its sweeps as training did
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
-    # satnet.solve_sweeps: a solve after training runs exactly that many sweeps, no early stop
+    # satnet.solve_sweeps: a solve after training (eval mode) runs exactly that many sweeps, no
+    # early stop; training keeps the model's own rule, and so does its checkpoint
     fixed = load_solver(tmp_path / "m.pt", solve_sweeps=25).solver
     z, is_input = torch.rand(3, fixed.n_cells * K), torch.rand(3, fixed.n_cells) < 0.4
-    fixed(z, is_input)
-    assert fixed.satnet.eps == 0.0 and fixed.satnet.sweep_count.mean() == 25
+    fixed.eval()(z, is_input)
+    assert fixed.satnet.sweep_count.mean() == 25
+    fixed.satnet.sweep_count.reset()
+    fixed.train()(z, is_input)
+    assert fixed.satnet.sweep_count.mean() <= 7
+    assert solver_config(fixed)["max_iter"] == 7 and solver_config(fixed)["eps"] == 1e-3
     symbolic = SymbolicSolver(2, m=30, aux=5)
     save_torch(checkpoint(symbolic), tmp_path / "s.pt")
     assert isinstance(load_solver(tmp_path / "s.pt"), SymbolicSolver)

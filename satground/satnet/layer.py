@@ -251,6 +251,9 @@ class SATNet(nn.Module):
         self.n, self.m, self.aux, self.k = n, m, aux, k
         self.max_iter, self.eps, self.prox_lam = max_iter, eps, prox_lam
         self.sweep_count = SweepCount()  # read and reset by a training loop's curves
+        # in eval mode, run exactly this many sweeps (no early stop); None: max_iter and eps.
+        # An inference setting (satnet.solve_sweeps), not part of the trained model
+        self.solve_sweeps = None
         self.zero_input_outputs = zero_input_outputs
         self.backend = backend
         N = n + 1 + aux
@@ -283,7 +286,10 @@ class SATNet(nn.Module):
         # clamp() passes no gradient at its bounds, and a confident classifier's probabilities
         # are exactly 0 or 1: only values outside [0, 1] are clamped (and get no gradient)
         z = torch.where((z >= 0) & (z <= 1), z, z.clamp(0.0, 1.0))
-        out = MixingFunction.apply(self.S, z, is_input, self.max_iter, self.eps,
+        max_iter, eps = self.max_iter, self.eps
+        if self.solve_sweeps is not None and not self.training:
+            max_iter, eps = self.solve_sweeps, 0.0
+        out = MixingFunction.apply(self.S, z, is_input, max_iter, eps,
                                    self.prox_lam, self.k, self.backend, generator, drop,
                                    self.sweep_count)
         finite = _finite_rows(out)
