@@ -94,3 +94,22 @@ def markdown(header: list[str], rows: Iterable[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def dev_percentages(scores: dict) -> dict:
+    """A dev-board row's two headline columns, in %, from training.solution_scores."""
+    return {"dev_exact_pct": round(100 * scores["board_accuracy"], 1),
+            "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1)}
+
+
+def show_rows(rows: list[dict], title: str, out: str | None) -> None:
+    """Print the rows as a markdown table under `title`; also to CSV `out` where given."""
+    import pandas as pd
+    from satground.metrics import markdown_table
+
+    frame = pd.DataFrame(rows)
+    print(f"\n{title}\n")
+    print(markdown_table(frame))
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out, index=False)

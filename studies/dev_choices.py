@@ -17,11 +17,9 @@ import itertools
 import time
 from pathlib import Path
 
-import pandas as pd
-
+from common import dev_percentages, show_rows
 from satground.data import load_boards
 from satground.io import seed_everything
-from satground.metrics import markdown_table
 from satground.models import load_solver
 from satground.params import load_params
 from satground.check import Checked
@@ -68,17 +66,10 @@ def main(argv=None):
         solver = Checked(model, folds, starts) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none",
-                     "check_folds": folds, "starts": starts,
-                     "dev_exact_pct": round(100 * scores["board_accuracy"], 1),
-                     "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
+                     "check_folds": folds, "starts": starts, **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         print(rows[-1], flush=True)
-    frame = pd.DataFrame(rows)
-    print(f"\n{len(dev)} dev boards, {final}\n")
-    print(markdown_table(frame))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.out, index=False)
+    show_rows(rows, f"{len(dev)} dev boards, {final}", args.out)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-import pandas as pd
-
+from common import dev_percentages, show_rows
 from satground.data import load_boards
 from satground.io import seed_everything
-from satground.metrics import markdown_table
 from satground.models import load_solver
 from satground.params import load_params
 from satground.satnet import check_setup
@@ -53,18 +51,11 @@ def main(argv=None):
             seed_everything(params.seed)
             start = time.perf_counter()
             scores = solution_scores(model.to(device), dev, solution, params.evaluate.batch_size, device)
-            rows.append({"model": name, "rule": rule, "value": value,
-                         "sweeps": round(satnet.sweep_count.mean(), 1),
-                         "dev_exact_pct": round(100 * scores["board_accuracy"], 1),
-                         "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
+            rows.append({"model": name, "rule": rule, "value": f"{value:g}",
+                         "sweeps": round(satnet.sweep_count.mean(), 1), **dev_percentages(scores),
                          "seconds": round(time.perf_counter() - start, 1)})
             print(rows[-1], flush=True)
-    frame = pd.DataFrame(rows)
-    print(f"\n{len(dev)} dev boards, no check\n")
-    print(markdown_table(frame))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.out, index=False)
+    show_rows(rows, f"{len(dev)} dev boards, no check", args.out)
 
 
 if __name__ == "__main__":
