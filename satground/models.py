@@ -182,7 +182,7 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
 # a solver checkpoint's config entries: (type, test of the value, what it must be)
 _CONFIG = {"board_size": (int, lambda v: v in (2, 3), "2 or 3"), "m": (int, lambda v: v >= 1, ">= 1"),
            "aux": (int, lambda v: v >= 0, ">= 0"), "max_iter": (int, lambda v: v >= 1, ">= 1"),
-           "eps": (float, lambda v: 0 <= v < 1, "in [0, 1)"),
+           "eps": (float, lambda v: 0 <= v <= 0.5, "in [0, 0.5]"),  # satnet.eps's bounds
            "zero_input_outputs": (bool, None, ""), "output_softmax": (bool, None, ""),
            "proofreader": (bool, None, "")}
 

@@ -259,9 +259,11 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
             count.reset()
         loss = train_epoch(model, train, optimizer, loss_fn, batch_size, device, generator,
                            desc=f"{desc} epoch {epoch}", scheduler=scheduler)
-        sweeps = [count.mean() for count in counts if count.mean() is not None]
-        history.append({"loss": loss, **({"sweeps": sum(sweeps) / len(sweeps)} if sweeps else {}),
-                        **evaluate()})
+        row = {"loss": loss}
+        samples = sum(count.samples for count in counts)
+        if samples:
+            row["sweeps"] = sum(count.sweeps for count in counts) / samples
+        history.append({**row, **evaluate()})
         if report is not None:
             report.log_epoch(epoch, history[-1], prefix)
         if stopping is not None:

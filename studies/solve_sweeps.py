@@ -5,8 +5,9 @@
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and solves the dev
 boards with the model as trained (models/solver.pt) and the final reader (models/solver_reread.pt,
 re-read at params.yaml's `satnet.solve_sweeps`), without the check: once at each forward tolerance
-`--eps` (satnet.max_iter sweeps at most, the published early stop) and once at each fixed sweep
-count `--fixed` (no early stop: `satnet.solve_sweeps`). Prints the mean sweeps a board took, exact
+`--eps` (the checkpoint's max_iter sweeps at most, the published early stop) and once at each
+fixed sweep count `--fixed` (no early stop: the layer's `solve_sweeps`, as `reread` and `evaluate`
+run it). Prints the mean sweeps a board took, exact
 dev boards and boards with every blank right, in %, and the seconds. The check's rows at a fixed
 count: `studies/dev_choices.py --solve-sweeps`. docs/studies/fast-9x9.md says what was chosen.
 """
@@ -39,14 +40,16 @@ def main(argv=None):
     check_setup(device, params.satnet.precision)
     dev = load_boards(args.prepared, "dev")
     solution = load_boards(args.prepared, "dev", view="grounded").labels
-    rules = [("eps", eps, params.satnet.max_iter, eps) for eps in args.eps]
-    rules += [("fixed", n, n, 0.0) for n in args.fixed]
+    rules = [("eps", eps) for eps in args.eps] + [("fixed", n) for n in args.fixed]
     rows = []
     for name in ("solver", "solver_reread"):
         model = load_solver(Path(args.models) / f"{name}.pt", boards=dev, kind="visual")
         satnet = model.solver.satnet
-        for rule, value, max_iter, eps in rules:
-            satnet.max_iter, satnet.eps, satnet.solve_sweeps = max_iter, eps, None
+        for rule, value in rules:
+            if rule == "eps":
+                satnet.eps, satnet.solve_sweeps = value, None
+            else:
+                satnet.solve_sweeps = value
             satnet.sweep_count.reset()
             seed_everything(params.seed)
             start = time.perf_counter()
