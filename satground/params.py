@@ -232,6 +232,11 @@ class Reread:
     reader: str = knob("cnn", "none: keep the end-to-end classifier (the paper) | cnn: an ensemble "
                        "of small CNNs | lenet: a fresh LeNet; both trained on SATNet's re-readings "
                        "(ours)", choices=("none", "cnn", "lenet"))
+    context: str = knob("givens", "what SATNet sees when it infers released training givens: "
+                        "givens (the readings of the others, as at test time) | solution (also "
+                        "the blank cells' training labels, never a given's; ours: a vote an image "
+                        "suffices where images are seldom reused, docs/studies/image-reuse.md)",
+                        choices=("givens", "solution"))
     release: float = knob(0.1, "share of each training board's givens SATNet infers per pass",
                           low=0.0, high=1.0)
     passes: int = knob(10, "passes over the training boards, each releasing other givens", low=1)

@@ -7,9 +7,12 @@ without any input label:
 
 1. SATNet's votes. Each pass releases a random share of every training board's givens (they
    become blank cells) and lets SATNet infer them from the givens it still sees, read by the
-   classifier. A pool image appears in many boards, so it collects several such inferences,
-   each from a different context and none from its own pixels. Its pseudo-label is the arg max
-   of the summed log-probabilities of those votes and the classifier's own reading.
+   classifier (`reread.context: givens`, as at test time), or from those and the board's blank
+   cells as their training labels (`solution`: the targets `train` learned from, never a
+   given's label; with 45 cells known, one pass can release every given). A pool image appears
+   in many boards, so it collects several such inferences, each from a different context and
+   none from its own pixels. Its pseudo-label is the arg max of the summed log-probabilities of
+   those votes and the classifier's own reading.
 2. A new reader trained on the pseudo-labels of the training images under random affine
    augmentation: an ensemble of small CNNs on deskewed images (`cnn`), or the paper's LeNet
    retrained from scratch (`lenet`), then put in the classifier's place in front of SATNet.
@@ -31,13 +34,23 @@ from .check import log_inference
 from .models import VisualSolver
 
 
+CONTEXTS = ("givens", "solution")
+
+
 @torch.no_grad()
 def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: int,
-                 batch_size: int, generator: torch.Generator):
-    """SATNet's inferences of released givens, summed per pool image.
+                 batch_size: int, generator: torch.Generator, context: str = "givens",
+                 voters: torch.Tensor | None = None):
+    """SATNet's inferences of released givens, summed per pool image. `context`: what SATNet
+    sees besides the readings of the givens not released: nothing (`givens`) or the blank cells'
+    labels of the ungrounded boards (`solution`). `voters` (bool (N, C)): the given cells whose
+    inferences count, every given by default (the reuse study counts fewer an image; every
+    given is released as often either way).
 
     Returns (votes float (P, K): summed log-probabilities, counts float (P,): votes per image,
     reading float (P, K): the classifier's probabilities of every pool image)."""
+    if context not in CONTEXTS:
+        raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
     model.eval()
     K, C = boards.n_digits, boards.n_cells
     reading = F.softmax(lenet.outputs(model.classifier, boards.images), dim=1)
@@ -51,7 +64,13 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
             seen = is_input & ~out  # a released given is a blank cell to SATNet: no reading of it
             z = torch.zeros(len(cell_image), C, K)
             z[seen] = reading[cell_image[seen]]
+            if context == "solution":  # the blanks' training labels (1..K), as one-hot inputs
+                blank = ~is_input
+                z[blank] = F.one_hot(boards.labels[rows][blank].long() - 1, K).float()
+                seen = seen | blank
             probs = model.solver(z.reshape(len(z), -1), seen)
+            if voters is not None:
+                out = out & voters[rows]
             shown = cell_image[out]
             votes.index_add_(0, shown, log_inference(probs.reshape(len(z), C, K)[out]))
             counts.index_add_(0, shown, torch.ones(len(shown)))

@@ -40,12 +40,12 @@ def main(argv=None):
     dev_truth = load_image_labels(args.prepared, "dev", dev_pool)  # reporting only
     report = StageReport(args.metrics_out)  # after every input is read: its clock starts here
 
-    info = {"reader": cfg.reader,
+    info = {"reader": cfg.reader, "context": cfg.context,
             "classifier_dev_accuracy": accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)}
     if cfg.reader != "none":
         generator = seed_everything(cfg.seed)
         votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
-                                              generator)
+                                              generator, cfg.context)
         labels = pseudo_labels(votes, reading)[train_pool]
         reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
                               cfg.epochs, cfg.nets, cfg.seed,

@@ -74,6 +74,28 @@ def test_votes_correct_a_misreading_classifier_from_released_givens_only():
     assert (fixed[used] == digits[used]).all()  # the votes outweigh the classifier's misreading
 
 
+def test_the_solution_context_shows_the_blank_labels_and_no_given_label():
+    """reread.context solution: SATNet sees every blank cell as an input holding its training
+    label, the unreleased givens as read, and the released givens as 0; only `voters` vote."""
+    boards, digits, solutions = boards_with_index_images()
+    solver = OracleSolver(solutions)
+    model = VisualSolver(IndexReader(4.0 * torch.nn.functional.one_hot(digits, K).float()), solver)
+    voters = torch.zeros_like(boards.is_input)
+    voters[:, :8] = True  # the givens of the first two rows may vote
+    _, counts, _ = satnet_votes(model, boards, release=1.0, passes=1, batch_size=len(boards),
+                                generator=torch.Generator().manual_seed(0), context="solution",
+                                voters=voters)
+    (z_in, seen), = solver.shown
+    z, blank = z_in.reshape(len(z_in), -1, K), ~boards.is_input
+    assert seen[blank].all() and (z[blank].sum(-1) == 1).all()
+    assert torch.equal(z[blank].argmax(-1) + 1, boards.labels[blank].long())
+    released = boards.is_input & ~seen
+    assert torch.equal(released, boards.is_input)  # release 1: every given
+    assert (z[released] == 0).all() and int(counts.sum()) == int((released & voters).sum())
+    with pytest.raises(ValueError, match="context"):
+        satnet_votes(model, boards, 1.0, 1, len(boards), torch.Generator(), context="truth")
+
+
 def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_file(tmp_path):
     rng = np.random.default_rng(0)
     digits = np.repeat(np.arange(K), 48)
