@@ -1,8 +1,10 @@
 """Stage `reread` (ours): SATNet re-reads the training givens, and a new reader learns them.
 
-See satground.reread. The trained solver's SATNet infers released givens of the training boards;
-their votes and the classifier's reading give each training image a pseudo-label; a new reader
-(`reread.reader`) trained on them replaces the classifier in front of the unchanged SATNet.
+See satground.reread. The trained solver's SATNet infers released givens of the training boards
+(from the other givens, or with `reread.context: solution` from those and the blank cells'
+training labels); their votes and the classifier's reading give each training image a
+pseudo-label; a new reader (`reread.reader`) trained on them replaces the classifier in front of
+the unchanged SATNet.
 `reread.reader: none` keeps train's solver as it is (the paper). The true digits of the dev
 boards' images (dev_truth.pt, "image_labels") are read only to report how well the classifier
 and the new reader read them; no truth of the training or test images is read.
