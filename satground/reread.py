@@ -64,7 +64,8 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
             seen = is_input & ~out  # a released given is a blank cell to SATNet: no reading of it
             z = torch.zeros(len(cell_image), C, K)
             z[seen] = reading[cell_image[seen]]
-            if context == "solution":  # the blanks' training labels (1..K), as one-hot inputs
+            if context == "solution":  # the blanks' training labels (1..K), as one-hot inputs;
+                # read at blank cells only, so boards that hold the givens' labels leak none
                 blank = ~is_input
                 z[blank] = F.one_hot(boards.labels[rows][blank].long() - 1, K).float()
                 seen = seen | blank

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from common import show_rows
+from common import dev_percentages, show_rows
 from satground.check import Checked
 from satground.data import given_image_indices, load_boards, load_image_labels
 from satground.io import seed_everything
@@ -99,8 +99,7 @@ def main(argv=None):
             for name, solver in (("reread", reread), ("checked", Checked(reread, folds, starts))):
                 seed_everything(params.seed)
                 scores = solution_scores(solver, dev, solution, params.evaluate.batch_size, device)
-                row[f"dev_exact_{name}_pct"] = round(100 * scores["board_accuracy"], 1)
-                row[f"dev_every_blank_{name}_pct"] = round(100 * scores["blank_board_accuracy"], 1)
+                row.update({f"{column}_{name}": value for column, value in dev_percentages(scores).items()})
             row["vote_seconds"] = round(vote_seconds, 1)
             row["seconds"] = round(time.perf_counter() - start, 1)
             rows.append(row)
