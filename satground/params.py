@@ -220,6 +220,11 @@ class Train:
     init_from_ground: bool = knob(True, "start SATNet from the grounding phase's weights")
     decay_epochs: int = knob(0, "the last epochs, over which the learning rates fall linearly to 0, "
                              "batch by batch (ours); 0 = constant (the paper)", low=0)
+    tune_epochs: int = knob(0, "then epochs in which the classifier alone learns end to end through "
+                            "the frozen SATNet, from the same blank-cell loss (ours: lifts the model as "
+                            "trained where the classifier was frozen, docs/studies/tune-classifier.md); "
+                            "0 = none (the paper)", low=0)
+    tune_lr: float = lr_knob(1.0e-4, "the classifier's learning rate in the tune epochs (constant)")
 
     def check(self, where: str) -> None:
         if self.decay_epochs > self.epochs:

@@ -302,3 +302,19 @@ def readings_once(model: VisualSolver, *boards: Boards):
 def freeze(module: nn.Module) -> None:
     for parameter in module.parameters():
         parameter.requires_grad_(False)
+
+
+def tune_classifier(model: VisualSolver, train: Boards, dev: Boards, epochs: int, lr: float,
+                    batch_size: int, device: torch.device, generator: torch.Generator, report=None,
+                    resume_dir=None) -> dict[str, float]:
+    """The classifier alone learns end to end through the frozen SATNet (ours, `train.tune_epochs`):
+    the loss of training (BCE on the blank cells, no given's label), Adam at a constant `lr`,
+    every image read each batch. Curves are logged as tune_<name>; returns the last row.
+    SATNet's S gets no gradient (the layer skips its GEMM). A run killed here replays the
+    end-to-end epochs before it (their resume file is gone), then resumes these."""
+    freeze(model.solver)
+    for parameter in model.classifier.parameters():
+        parameter.requires_grad_(True)
+    optimizer = torch.optim.Adam(model.classifier.parameters(), lr=lr)
+    return fit(model, train, dev, optimizer, bce_loss(on_inputs=False), epochs, batch_size, device,
+               generator, report, desc="tune", prefix="tune_", resume_dir=resume_dir)

@@ -5,6 +5,7 @@ The classifier then speaks digits instead of clusters. SATNet continues from the
 phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
 or that SATNet numbered its outputs unlike its inputs (see satground.grounding).
 With train.classifier_lr 0 the classifier is frozen and each image read once (ours, faster).
+Then, with train.tune_epochs, the classifier alone learns through the frozen SATNet (ours).
 Dev scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from satground.params import load_params
 from satground.satnet import check_setup, kernel_description
 from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
-from satground.training import bce_loss, fit, freeze, readings_once
+from satground.training import bce_loss, fit, freeze, readings_once, tune_classifier
 
 
 def main(argv=None):
@@ -76,10 +77,14 @@ def main(argv=None):
         last = fit(model, train_in, dev_in, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                    cfg.batch_size, device, generator, report, desc="train", resume_dir=args.resume_dir,
                    decay_epochs=cfg.decay_epochs)
+    info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
+    if cfg.tune_epochs:
+        info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
+                                              cfg.batch_size, device, generator, report,
+                                              resume_dir=args.resume_dir)
     save_all({args.model_out: checkpoint(model.cpu())})
-    report.finish({"train_loss": last["loss"]}, info={
-        "satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last})
-    print(f"train: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "
+    report.finish({"train_loss": info["loss"]}, info=info)
+    print(f"train: {cfg.epochs} + {cfg.tune_epochs} tune epochs, dev blank cells "
           f"{last['dev_blank_cells']:.3f}, valid grids {last['dev_valid_grids']:.3f}")
 
 

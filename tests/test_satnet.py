@@ -79,6 +79,21 @@ def test_gradients_match_central_finite_differences(backend, seed):
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_a_frozen_S_gets_no_gradient_and_z_the_same_one(backend):
+    # the classifier tuned through a frozen SATNet (train.tune_epochs): dS is skipped, dz is not
+    torch.manual_seed(0)
+    layer = SATNet(10, 12, 2, max_iter=40, backend=backend).double()
+    z, is_input, w = random_problem(10, 3, 0)
+    _, _, dz = value_and_grads(layer, z, is_input, w)
+    layer.S.requires_grad_(False)
+    layer.S.grad = None
+    zz = z.clone().requires_grad_()
+    (run(layer, zz, is_input) * w).sum().backward()
+    assert layer.S.grad is None
+    assert torch.equal(zz.grad, dz)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_inputs_of_exactly_zero_and_one_keep_their_gradient(backend):
     # a confident classifier's probabilities are exactly 0 or 1; the layer is smooth there, so
     # the gradient is the limit from inside (torch's clamp gives 0 at its bounds)

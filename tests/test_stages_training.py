@@ -412,6 +412,27 @@ def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(w
         assert torch.equal(value, trained.state_dict()[name]), name
 
 
+def test_the_tune_epochs_move_the_classifier_alone(workdir, ungrounded_run, tmp_path):
+    """train.tune_epochs: after the end-to-end epochs (here with the classifier frozen), the
+    classifier learns through SATNet and SATNet stays as those epochs left it: the same S as a
+    run without tune epochs, another classifier, and tune_ curves on the dev boards."""
+    from satground.models import load_solver
+    models = {}
+    for tune in (0, 1):
+        params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0, "tune_epochs": tune,
+                                      "tune_lr": 1e-3}}
+        (tmp_path / f"tune{tune}.yaml").write_text(yaml.safe_dump(params))
+        stage("train").main(declared("train", params=tmp_path / f"tune{tune}.yaml",
+                                     prepared=ungrounded_run["blind"], model_out=tmp_path / f"tune{tune}.pt",
+                                     metrics_out=tmp_path / f"m{tune}"))
+        models[tune] = load_solver(tmp_path / f"tune{tune}.pt")
+    assert torch.equal(models[0].solver.satnet.S, models[1].solver.satnet.S)
+    assert not torch.equal(models[0].classifier.conv1.weight, models[1].classifier.conv1.weight)
+    assert read(tmp_path / "m1" / "info.json")["tune"]["dev_blank_cells"] >= 0
+    assert (tmp_path / "m1" / "plots" / "metrics" / "tune_dev_blank_cells.tsv").is_file()
+    assert not (tmp_path / "m0" / "plots" / "metrics" / "tune_loss.tsv").exists()
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))

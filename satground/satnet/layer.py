@@ -212,8 +212,10 @@ class MixingFunction(torch.autograd.Function):
             dz_in = torch.where(keep[:, None], dz_in, 0.0)
 
         # dS = -sum_i (U_i Omega_i + V_i Phi_i): one GEMM over the batch, no (B, N, m) intermediate
-        OmegaPhi = PhiOmega.flip(1).reshape(-1, 2 * B * k)  # (m, 2Bk): Omega^T, Phi^T
-        dS = -(UV.view(N, -1) @ OmegaPhi.T)
+        dS = None
+        if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
+            OmegaPhi = PhiOmega.flip(1).reshape(-1, 2 * B * k)  # (m, 2Bk): Omega^T, Phi^T
+            dS = -(UV.view(N, -1) @ OmegaPhi.T)
         return dS, dz_in, None, None, None, None, None, None, None, None, None
 
 
