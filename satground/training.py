@@ -313,8 +313,7 @@ def tune_classifier(model: VisualSolver, train: Boards, dev: Boards, epochs: int
     SATNet's S gets no gradient (the layer skips its GEMM). A run killed here replays the
     end-to-end epochs before it (their resume file is gone), then resumes these."""
     freeze(model.solver)
-    for parameter in model.classifier.parameters():
-        parameter.requires_grad_(True)
+    model.classifier.requires_grad_(True)
     optimizer = torch.optim.Adam(model.classifier.parameters(), lr=lr)
     return fit(model, train, dev, optimizer, bce_loss(on_inputs=False), epochs, batch_size, device,
                generator, report, desc="tune", prefix="tune_", resume_dir=resume_dir)
