@@ -5,7 +5,9 @@
  *     cc -O2 [-DDOUBLE] [-march=...] tests/kernel_check.c -lm && ./a.out
  *
  * prints the largest difference of V, gnrm and U from the plain loops over a few problem sizes
- * and exits 1 when one is above the tolerance of its precision.
+ * and exits 1 when one is above the tolerance of its precision. A build with the vectorised bf16
+ * conversion (AVX512_BF16, e.g. -march=cooperlake, or native on a Zen 4) also checks it against the scalar
+ * one, bit for bit, hi and lo parts, both row parities and the padding past nf.
  */
 #include <stdio.h>
 
@@ -150,6 +152,56 @@ static double check(int N, int m, int k, int sweeps)
     return worst;
 }
 
+#ifdef VECTOR_CONVERT
+/* pairs_set_row and pairs_init, vectorised, against split() one number at a time: values
+ * over many magnitudes and signs, exact ties (1 + 2^-8: halfway between two bf16 numbers) */
+static int check_conversion(void)
+{
+    enum { NF = 45, N = 50 };
+    static REAL C[N * N];
+    for (int i = 0; i < N * N; i++)
+        C[i] = (REAL)((uniform() - 0.5) * pow(2.0, (int)(uniform() * 40) - 20));
+    C[3] = 1.0f + 1.0f / 256, C[4] = -(1.0f + 3.0f / 256), C[5] = 0;
+    int bad = 0;
+    for (int with_lo = 0; with_lo < 2; with_lo++) {
+        struct sample s;
+        memset(&s, 0, sizeof(s));
+        s.nf = NF, s.split = with_lo, s.groups = (NF + AMX_ROWS - 1) / AMX_ROWS;
+        s.f = malloc(sizeof(int) * N);
+        s.by_index = malloc(sizeof(int) * N);
+        s.col = malloc(sizeof(int) * N);
+        for (int q = 0; q < NF; q++)
+            s.f[q] = (q * 7 + 3) % N; /* distinct variables, not in index order */
+        for (int i = 0, r = 0; i < N; i++)
+            for (int q = 0; q < NF; q++)
+                if (s.f[q] == i)
+                    s.by_index[r] = i, s.col[q] = r++;
+        if (pairs_init(&s, C, N))
+            return 1;
+        for (int i = 0; i < s.groups * AMX_ROWS; i++)
+            for (int j = 0; j < s.depth; j++) {
+                uint16_t hi, lo = 0;
+                split(i < NF && j < NF ? C[(size_t)s.f[i] * N + s.by_index[j]] : 0, &hi,
+                      with_lo ? &lo : NULL);
+                size_t at = (size_t)i * s.depth + j;
+                bad += s.Ahi[at] != hi || (with_lo && s.Alo[at] != lo);
+            }
+        for (int q = 0; q < NF; q++) {
+            pairs_set_row(&s, q, C + (size_t)q * 32);
+            for (int c = 0; c < 32; c++) {
+                uint16_t hi, lo = 0;
+                split(C[(size_t)q * 32 + c], &hi, with_lo ? &lo : NULL);
+                size_t at = (size_t)(s.col[q] / 2) * 64 + 2 * c + (s.col[q] & 1);
+                bad += s.Xhi[at] != hi || (with_lo && s.Xlo[at] != lo);
+            }
+        }
+        sample_free(&s);
+    }
+    printf("bf16 conversion, vector against scalar: %s\n", bad ? "FAILED" : "ok");
+    return bad != 0;
+}
+#endif
+
 int main(void)
 {
     double tolerance = sizeof(REAL) == 8 ? 1e-9 : 1e-4;
@@ -163,5 +215,9 @@ int main(void)
     }
     printf("largest difference %.3g, tolerance %.3g: %s\n", worst, tolerance,
            worst <= tolerance ? "ok" : "FAILED");
-    return worst <= tolerance ? 0 : 1;
+    int failed = !(worst <= tolerance);
+#ifdef VECTOR_CONVERT
+    failed |= check_conversion();
+#endif
+    return failed;
 }

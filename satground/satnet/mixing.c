@@ -194,8 +194,11 @@ struct sample {
     REAL *D; /* each group's block of C: D[g][a][b] = C[f[g * R + a]][f[g * R + b]] */
     REAL *P; /* vector tile: panels of the free rows of C over the free columns (pack) */
     int depth;           /* bf16: nf rounded up to 32, the products' depth */
+    int *by_index;       /* bf16: the free variables in index order: the products' depth order */
+    int *col;            /* bf16: col[q], where free variable f[q] sits in that order */
     uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] */
-    uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2] */
+    uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2],
+                          * j = col[q] */
 };
 
 #define COEF(s, g, a, b) ((s)->D[((size_t)(g) * (s)->R + (a)) * (s)->R + (b)])
@@ -206,6 +209,8 @@ static void sample_free(struct sample *s)
     free(s->x);
     free(s->D);
     free(s->P);
+    free(s->by_index);
+    free(s->col);
     free(s->Ahi);
     free(s->Alo);
     free(s->Xhi);
@@ -238,12 +243,45 @@ static inline void split(float x, uint16_t *hi, uint16_t *lo)
         *lo = bf16(x - widen(*hi));
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#define VECTOR_CONVERT 1 /* every AMX or vdpbf16ps build this project meets: 16 at a time */
+/* 16 floats to bf16 (nearest even, as bf16()), each in the low half of a 32-bit lane */
+static inline __m512i bf16_lanes(__m512 x)
+{
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+}
+
+/* the bf16 parts of 16 floats, hi and (for bf16x3) lo, as 32-bit lanes */
+static inline void split16(__m512 x, int with_lo, __m512i *hi, __m512i *lo)
+{
+    *hi = bf16_lanes(x);
+    *lo = with_lo ? bf16_lanes(_mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(*hi, 16))))
+                  : _mm512_setzero_si512();
+}
+#endif
+
 /* x_q changed: its bf16 pair(s) in the products' operand */
 static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 {
-    size_t at = (size_t)(q / 2) * 64 + (q & 1);
+    int j = s->col[q];
+    size_t at = (size_t)(j / 2) * 64 + (j & 1);
+#ifdef VECTOR_CONVERT
+    /* columns c0..c0+15 of the row go to every other 16-bit slot of a 64-byte line: the even
+     * ones for an even j, the odd ones for an odd j */
+    __mmask32 slots = j & 1 ? 0xAAAAAAAAu : 0x55555555u;
+    at -= j & 1;
+    for (int c0 = 0; c0 < 32; c0 += 16) {
+        __m512i hi, lo;
+        split16(_mm512_loadu_ps(xq + c0), s->split, &hi, &lo);
+        int up = (j & 1) * 16;
+        _mm512_mask_storeu_epi16(s->Xhi + at + 2 * c0, slots, _mm512_slli_epi32(hi, up));
+        if (s->split)
+            _mm512_mask_storeu_epi16(s->Xlo + at + 2 * c0, slots, _mm512_slli_epi32(lo, up));
+    }
+#else
     for (int c = 0; c < 32; c++)
         split(xq[c], s->Xhi + at + 2 * c, s->split ? s->Xlo + at + 2 * c : NULL);
+#endif
 }
 
 static int pairs_init(struct sample *s, const REAL *C, int N)
@@ -261,13 +299,45 @@ static int pairs_init(struct sample *s, const REAL *C, int N)
     memset(s->Xhi, 0, x * 2);
     if (s->split)
         memset(s->Xlo, 0, x * 2);
+#ifdef VECTOR_CONVERT
+    /* the free variables in index order come in runs of consecutive indices (a blank cell's
+     * digits, the auxiliaries): each run of a row of C is read as it lies, 16 at a time */
+    int *run = malloc(sizeof(int) * (s->nf + 1)), runs = 0; /* where each run starts */
+    if (!run)
+        return -1;
+    for (int p = 0; p < s->nf; p++)
+        if (p == 0 || s->by_index[p] != s->by_index[p - 1] + 1)
+            run[runs++] = p;
+    run[runs] = s->nf;
+#endif
     for (int i = 0; i < s->groups * AMX_ROWS; i++) {
         uint16_t *hi = s->Ahi + (size_t)i * s->depth;
         uint16_t *lo = s->split ? s->Alo + (size_t)i * s->depth : NULL;
         const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
+#ifdef VECTOR_CONVERT
+        int filled = 0; /* entries written; past nf (and in the rows past nf) zeros */
+        for (int r = 0; r < runs && i < s->nf; r++)
+            for (int p = run[r]; p < run[r + 1]; p += 16) {
+                int live = run[r + 1] - p;
+                __mmask16 m = live >= 16 ? 0xFFFF : (__mmask16)((1u << live) - 1);
+                __m512i h, l;
+                split16(_mm512_maskz_loadu_ps(m, row + s->by_index[p]), !!lo, &h, &l);
+                _mm512_mask_cvtepi32_storeu_epi16(hi + p, m, h);
+                if (lo)
+                    _mm512_mask_cvtepi32_storeu_epi16(lo + p, m, l);
+                filled = p + (live >= 16 ? 16 : live);
+            }
+        memset(hi + filled, 0, sizeof(uint16_t) * (s->depth - filled));
+        if (lo)
+            memset(lo + filled, 0, sizeof(uint16_t) * (s->depth - filled));
+#else
         for (int j = 0; j < s->depth; j++)
-            split(i < s->nf && j < s->nf ? row[s->f[j]] : 0, hi + j, lo ? lo + j : NULL);
+            split(i < s->nf && j < s->nf ? row[s->by_index[j]] : 0, hi + j, lo ? lo + j : NULL);
+#endif
     }
+#ifdef VECTOR_CONVERT
+    free(run);
+#endif
     return 0;
 }
 #else /* a build without bf16 products: s->pairs stays 0, so none of these runs */
@@ -411,8 +481,22 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
                 COEF(s, g, a, b) = qa < s->nf && qb < s->nf
                                        ? C[(size_t)s->f[qa] * N + s->f[qb]] : 0;
             }
-    if (s->pairs)
+    if (s->pairs) {
+        s->by_index = malloc(sizeof(int) * N);
+        s->col = malloc(sizeof(int) * N);
+        int *rank = malloc(sizeof(int) * N); /* a free variable's place in index order */
+        if (!s->by_index || !s->col || !rank) {
+            free(rank);
+            return -1;
+        }
+        for (int i = 0, r = 0; i < N; i++)
+            if (is_free[i])
+                s->by_index[r] = i, rank[i] = r++;
+        for (int q = 0; q < s->nf; q++)
+            s->col[q] = rank[s->f[q]];
+        free(rank);
         return pairs_init(s, C, N);
+    }
     s->P = alloc((size_t)s->groups * TROWS * s->nf);
     if (!s->P)
         return -1;
