@@ -186,36 +186,34 @@ class MixingFunction(torch.autograd.Function):
 
         U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a)
 
-        # Phi = U^T S and Omega = V^T S per sample (k x m), for the whole batch in one GEMM:
-        # UV holds U and V side by side, (N, 2Bk), columns (U or V, sample, coordinate)
-        UV = torch.empty(N, 2, B, k, dtype=U.dtype, device=U.device)
-        UV[:, 0], UV[:, 1] = U.transpose(0, 1), V.transpose(0, 1)
-        PhiOmega = (S.T @ UV.view(N, -1)).view(-1, 2, B, k)  # (m, U or V, B, k): Phi^T, Omega^T
-
         # dL/dz at inputs: v_i = (-cos pi z, sign sin pi z, 0..), dv/dz = pi (sin, sign cos)
-        # and dL/dv_i = -(Phi s_i) for a fixed variable; plus the unchanged pass-through.
-        phi_s = torch.einsum("mbc,nm->bcn", PhiOmega[:, 0, :, :2], S[1:n + 1])  # (B, 2, n)
+        # and dL/dv_i = -(Phi s_i) for a fixed variable, Phi = U^T S per sample; only its first
+        # two coordinates are needed, and (Phi s_i)'s are (C U)_i's (C = S S^T, from the forward).
+        # Plus the unchanged pass-through.
+        phi_s = torch.einsum("nj,bjc->bcn", C[1:n + 1], U[:, :, :2])  # (B, 2, n)
         zi = z_all[:, 1:n + 1]
         dz_in = -math.pi * (phi_s[:, 0] * torch.sin(math.pi * zi)
                             + sign[:, 1:n + 1] * phi_s[:, 1] * torch.cos(math.pi * zi))
         dz_in = torch.where(free[:, 1:n + 1], 0.0, dz_in + dz)
 
         # a sample whose fixed point is degenerate (or that was dropped) gives exactly zero
-        # gradient, never NaN (published safety). Its columns are replaced, not multiplied by
+        # gradient, never NaN (published safety). Its U and V are replaced, not multiplied by
         # 0: 0 * NaN is NaN, and the dS GEMM below sums over every sample.
-        keep = (_finite_rows(UV, dim=2) & _finite_rows(PhiOmega, dim=2) & _finite_rows(dz_in)
-                & _finite_rows(gnrm) & ~((gnrm < 1e-12) & free).any(dim=1))
+        keep = (_finite_rows(U) & _finite_rows(V) & _finite_rows(dz_in) & _finite_rows(gnrm)
+                & ~((gnrm < 1e-12) & free).any(dim=1))
         if drop is not None:
             keep &= ~drop
         if not keep.all():
-            UV, PhiOmega = (torch.where(keep[:, None], x, 0.0) for x in (UV, PhiOmega))
+            U, V = (torch.where(keep[:, None, None], x, 0.0) for x in (U, V))
             dz_in = torch.where(keep[:, None], dz_in, 0.0)
 
-        # dS = -sum_i (U_i Omega_i + V_i Phi_i): one GEMM over the batch, no (B, N, m) intermediate
+        # dS = -sum_i (U_i V_i^T + V_i U_i^T) S = -(W + W^T) S with W = sum_i U_i V_i^T: one GEMM
+        # over the batch, then one with S; two thirds of the products of forming U_i^T S and
+        # V_i^T S first, and no (B, N, m) intermediate
         dS = None
         if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
-            OmegaPhi = PhiOmega.flip(1).reshape(-1, 2 * B * k)  # (m, 2Bk): Omega^T, Phi^T
-            dS = -(UV.view(N, -1) @ OmegaPhi.T)
+            W = U.transpose(0, 1).reshape(N, B * k) @ V.transpose(0, 1).reshape(N, B * k).T
+            dS = -((W + W.T) @ S)
         return dS, dz_in, None, None, None, None, None, None, None, None, None
 
 
