@@ -22,7 +22,10 @@ by its best of --repeats as the GEMM is by its best of ten (on a shared machine 
 a best is biased): the
 sweeps' arithmetic, 2 f^2 k flops per sample and sweep in the forward and again in the backward,
 f = free variables (blanks + aux), against a plain fp32 GEMM timed in this same run with the
-same threads (torch.mm, 1024^3): the printed fraction is the distance to what the cores can do.
+same threads (torch.mm, 1024^3), and against the cores' measured peak of the instruction the
+run's group products take (an fp32 FMA, or vdpbf16ps for bf16 without AMX: benchmarks/core_peak.py,
+independent chains of that instruction alone): the distance to what the cores can do. Both in
+products (a multiply-add is one product, two flops).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import time
 
 import torch
 
+import core_peak
 from common import sudoku_batch
 
 
@@ -163,8 +167,9 @@ def main():
     runs = [(b, args.max_iter, args.eps, None)
             for b in fast + ["published"] * published + ["published_gpu"] * published_gpu]
     runs += [("cpu", args.max_iter, args.eps, p) for p in args.precisions if available[p]]
-    if args.eps:  # the roofline needs an exact sweep count
-        runs.append(("cpu", args.max_iter, 0.0, None))
+    if args.eps:  # the roofline needs an exact sweep count: each precision again, no early stop
+        runs += [("cpu", args.max_iter, 0.0, p)
+                 for p in [None] + [p for p in args.precisions if available[p]]]
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps
         runs += [(b, args.reference_iters, 0.0, None) for b in fast + ["reference"]]
     n_vars = 729 + 1 + args.aux
@@ -176,6 +181,9 @@ def main():
           f"{cpu.tile_shape(torch.float32)}"
           + (", AMX bf16x3" if cpu.bf16x3_available() and
              os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3") == "bf16x3" else ""))
+    # the peaks are best-of figures: measured before and after the runs, the better kept, so
+    # that a moment of a shared machine's noise does not set the roofline
+    first_peaks = core_peak.measure(args.target, torch.get_num_threads(), repeats=5)
     results = []
     for backend, max_iter, eps, precision in runs:
         # a fresh process per run, so the peak-RSS growth is that backend's alone
@@ -216,16 +224,33 @@ def main():
     if gpu:
         print(f"GPU: {torch.cuda.get_device_name()}")
     print(f"memory scale: B(Nk + km) floats = {small:.1f} MiB; B N m floats = {large:.1f} MiB")
-    peak = gemm_gflops()
+    gemm = gemm_gflops()
+    cores = {name: max(rate, first_peaks[name]) for name, rate in
+             core_peak.measure(args.target, torch.get_num_threads(), repeats=5).items()}
+    print("core peak (benchmarks/core_peak.py, " + f"{torch.get_num_threads()} threads): "
+          + ", ".join(f"{name} {rate / 1e9:.1f} G products/s" for name, rate in cores.items()))
+    amx = cpu.bf16x3_available()
     for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact
-        if r["eps"] == 0 and r["backend"] == "cpu":
+        if r["eps"] == 0 and r["backend"].startswith("cpu"):
+            precision = r["backend"].split()[1] if " " in r["backend"] else os.environ.get(
+                "SATGROUND_CPU_PRECISION", "bf16x3")
+            # the instruction the group products run on, and its measured peak (none for AMX)
+            if amx and precision != "fp32":
+                instruction, peak = "AMX tiles", None
+            elif precision == "bf16":
+                instruction, peak = "bf16 vdpbf16ps", cores.get("bf16 vdpbf16ps")
+            else:
+                instruction, peak = "fp32 fma", cores["fp32 fma"]
             flops = sweep_flops(args, r["sweeps"], k)
-            rate = flops / r["forward_backward_best_s"] / 1e9  # best against best, as the GEMM's
-            print(f"roofline (cpu, {r['sweeps']} sweeps fwd+bwd, best of {args.repeats}, "
-                  f"per-call overheads included): "
-                  f"{flops / 1e9:.2f} GFLOP per batch, {rate:.1f} GFLOP/s = {100 * rate / peak:.0f} % "
-                  f"of a plain fp32 GEMM here ({peak:.1f} GFLOP/s, torch.mm 1024^3, "
-                  f"{torch.get_num_threads()} threads)")
+            rate = flops / r["forward_backward_best_s"] / 1e9  # best against best, as the peaks
+            against = (f"{100 * rate / 2 / (peak / 1e9):.0f} % of the cores' {instruction} peak "
+                       f"({peak / 1e9:.1f} G products/s), " if peak else f"{instruction}: no "
+                       "micro-benchmark; ")
+            print(f"roofline ({r['backend']}, {r['sweeps']} sweeps fwd+bwd, best of "
+                  f"{args.repeats}, per-call overheads included): {flops / 2e9:.2f} G products "
+                  f"per batch, {rate / 2:.1f} G products/s = {against}"
+                  f"{100 * rate / gemm:.0f} % of a plain fp32 GEMM here ({gemm / 2:.1f} G "
+                  f"products/s, torch.mm 1024^3)")
 
 
 if __name__ == "__main__":
