@@ -32,10 +32,11 @@ def build(target: str) -> ctypes.CDLL:
     """peak.c compiled like the kernel for `target` (native or an -march value)."""
     from satground.satnet import cpu
     cc = shlex.split(os.environ.get("CC", "cc"))
-    out = Path(tempfile.mkdtemp()) / "peak.so"
-    flags = [f for f in cpu.compile_flags(torch.float32, target) if f != "-DDOUBLE"]
-    subprocess.run([*cc, *flags, "-o", str(out), str(SOURCE)], check=True)
-    lib = ctypes.CDLL(str(out))
+    flags = cpu.compile_flags(torch.float32, target)
+    with tempfile.TemporaryDirectory() as folder:  # loaded, the library outlives its file
+        out = Path(folder) / "peak.so"
+        subprocess.run([*cc, *flags, "-o", str(out), str(SOURCE)], check=True)
+        lib = ctypes.CDLL(str(out))
     for name in ("fma_wide", "dp_bf16"):
         getattr(lib, name).argtypes = [ctypes.c_long]
         getattr(lib, name).restype = ctypes.c_float
