@@ -168,24 +168,27 @@ static int check_conversion(void)
         memset(&s, 0, sizeof(s));
         s.nf = NF, s.split = with_lo, s.groups = (NF + AMX_ROWS - 1) / AMX_ROWS;
         s.f = malloc(sizeof(int) * N);
-        s.by_index = malloc(sizeof(int) * N);
-        s.col = malloc(sizeof(int) * N);
+        uint8_t is_free[N] = {0};
         for (int q = 0; q < NF; q++)
-            s.f[q] = (q * 7 + 3) % N; /* distinct variables, not in index order */
-        for (int i = 0, r = 0; i < N; i++)
-            for (int q = 0; q < NF; q++)
-                if (s.f[q] == i)
-                    s.by_index[r] = i, s.col[q] = r++;
-        if (pairs_init(&s, C, N))
+            is_free[s.f[q] = (q * 7 + 3) % N] = 1; /* distinct variables, not in index order */
+        if (pairs_init(&s, C, N, is_free))
             return 1;
-        for (int i = 0; i < s.groups * AMX_ROWS; i++)
-            for (int j = 0; j < s.depth; j++) {
+        /* row i, column col[q]: C[f[i]][f[q]]; the rows past NF and the columns past NF zero */
+        int rows = s.groups * AMX_ROWS, *taken = calloc(s.depth, sizeof(int));
+        for (int q = 0; q < NF; q++)
+            taken[s.col[q]] = 1;
+        for (int i = 0; i < rows; i++)
+            for (int q = 0; q < NF; q++) {
                 uint16_t hi, lo = 0;
-                split(i < NF && j < NF ? C[(size_t)s.f[i] * N + s.by_index[j]] : 0, &hi,
-                      with_lo ? &lo : NULL);
-                size_t at = (size_t)i * s.depth + j;
+                split(i < NF ? C[(size_t)s.f[i] * N + s.f[q]] : 0, &hi, with_lo ? &lo : NULL);
+                size_t at = (size_t)i * s.depth + s.col[q];
                 bad += s.Ahi[at] != hi || (with_lo && s.Alo[at] != lo);
             }
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < s.depth; j++)
+                bad += !taken[j] && (s.Ahi[(size_t)i * s.depth + j] ||
+                                     (with_lo && s.Alo[(size_t)i * s.depth + j]));
+        free(taken);
         for (int q = 0; q < NF; q++) {
             pairs_set_row(&s, q, C + (size_t)q * 32);
             for (int c = 0; c < 32; c++) {

@@ -1,6 +1,5 @@
 """The benchmarks' own measuring pieces: the cores' peak micro-benchmark builds for each target
 and times the instructions that target has (the roofline in satnet_speed.py stands on it)."""
-import platform
 import shutil
 import sys
 from pathlib import Path
@@ -8,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from satground.satnet import cpu
+from test_kernel_builds import runs_here
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import core_peak  # noqa: E402
-
-X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -21,6 +19,6 @@ def test_core_peak_times_the_instructions_the_build_has():
     build; every rate is a plausible multiply-add rate (above 1 G products/s a core)."""
     native = core_peak.measure("native", threads=1, repeats=1)
     assert native["fp32 fma"] > 1e9
-    assert ("bf16 vdpbf16ps" in native) == (X86 and "avx512bf16" in cpu.host_features())
-    if X86 and all(f in cpu.host_features() for f in cpu.X86_LEVELS["x86-64-v3"]):
+    assert ("bf16 vdpbf16ps" in native) == (cpu.X86 and "avx512bf16" in cpu.host_features())
+    if runs_here("x86-64-v3"):
         assert not core_peak.build("x86-64-v3").dp_bf16_built()

@@ -86,11 +86,11 @@ def test_kernel_check_fails_a_wrong_kernel(tmp_path):
     assert out.returncode == 1 and "FAILED" in out.stdout
 
 
-
 def test_vector_bf16_conversion_matches_the_scalar_one(tmp_path):
     """AMX and vdpbf16ps builds round C and the vectors to bf16 sixteen at a time
-    (vcvtneps2bf16, gathers, masked stores into the pair layout): bit for bit the scalar
-    rounding, hi and lo parts, both row parities and the padding, checked in tests/kernel_check.c."""
+    (vcvtneps2bf16, masked loads and stores into the pair layout): bit for bit the scalar
+    rounding at each vector's column, hi and lo parts, both row parities and the padding,
+    checked in tests/kernel_check.c."""
     if shutil.which("cc") is None or not (X86 and {"avx512bf16", "avx512bw"} <= cpu.host_features()):
         pytest.skip("needs a C compiler and a CPU with AVX512_BF16")
     out = compile_and_run(["cc"], ["-march=native"], tmp_path)

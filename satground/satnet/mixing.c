@@ -194,8 +194,8 @@ struct sample {
     REAL *D; /* each group's block of C: D[g][a][b] = C[f[g * R + a]][f[g * R + b]] */
     REAL *P; /* vector tile: panels of the free rows of C over the free columns (pack) */
     int depth;           /* bf16: nf rounded up to 32, the products' depth */
-    int *by_index;       /* bf16: the free variables in index order: the products' depth order */
-    int *col;            /* bf16: col[q], where free variable f[q] sits in that order */
+    int *col;            /* bf16: col[q], where free variable f[q] sits in the products' depth,
+                          * which takes the free variables in index order (pairs_init) */
     uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] */
     uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2],
                           * j = col[q] */
@@ -209,7 +209,6 @@ static void sample_free(struct sample *s)
     free(s->x);
     free(s->D);
     free(s->P);
-    free(s->by_index);
     free(s->col);
     free(s->Ahi);
     free(s->Alo);
@@ -245,6 +244,7 @@ static inline void split(float x, uint16_t *hi, uint16_t *lo)
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 #define VECTOR_CONVERT 1 /* every AMX or vdpbf16ps build this project meets: 16 at a time */
+#define VECTOR_CONVERT_WIDTH 16
 /* 16 floats to bf16 (nearest even, as bf16()), each in the low half of a 32-bit lane */
 static inline __m512i bf16_lanes(__m512 x)
 {
@@ -258,6 +258,8 @@ static inline void split16(__m512 x, int with_lo, __m512i *hi, __m512i *lo)
     *lo = with_lo ? bf16_lanes(_mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(*hi, 16))))
                   : _mm512_setzero_si512();
 }
+#else
+#define VECTOR_CONVERT_WIDTH 1
 #endif
 
 /* x_q changed: its bf16 pair(s) in the products' operand */
@@ -284,7 +286,10 @@ static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 #endif
 }
 
-static int pairs_init(struct sample *s, const REAL *C, int N)
+/* The products' operands: C's free rows and the vectors as bf16 pairs. Their depth takes the free
+ * variables in index order (col[q]: where f[q] sits), so that a row of C is packed from runs of
+ * consecutive columns read front to back; in visiting order it would be read at random. */
+static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_free)
 {
     s->depth = (s->nf + 31) / 32 * 32;
     size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * 32;
@@ -294,55 +299,60 @@ static int pairs_init(struct sample *s, const REAL *C, int N)
         s->Alo = aligned_alloc(64, a * 2 + 64);
         s->Xlo = aligned_alloc(64, x * 2 + 64);
     }
-    if (!s->Ahi || !s->Xhi || (s->split && (!s->Alo || !s->Xlo)))
-        return -1;
+    s->col = malloc(sizeof(int) * N);
+    int *by_index = malloc(sizeof(int) * N), *rank = malloc(sizeof(int) * N);
+    int *run = malloc(sizeof(int) * (N + 1)); /* where each run of consecutive indices starts */
+    int status = -1, runs = 0;
+    if (!s->Ahi || !s->Xhi || (s->split && (!s->Alo || !s->Xlo)) || !s->col || !by_index ||
+        !rank || !run)
+        goto done;
+    for (int i = 0, r = 0; i < N; i++)
+        if (is_free[i])
+            by_index[r] = i, rank[i] = r++;
+    for (int q = 0; q < s->nf; q++)
+        s->col[q] = rank[s->f[q]];
+    for (int p = 0; p < s->nf; p++) /* runs: a blank cell's digits, the auxiliaries */
+        if (p == 0 || by_index[p] != by_index[p - 1] + 1)
+            run[runs++] = p;
+    run[runs] = s->nf;
     memset(s->Xhi, 0, x * 2);
     if (s->split)
         memset(s->Xlo, 0, x * 2);
-#ifdef VECTOR_CONVERT
-    /* the free variables in index order come in runs of consecutive indices (a blank cell's
-     * digits, the auxiliaries): each run of a row of C is read as it lies, 16 at a time */
-    int *run = malloc(sizeof(int) * (s->nf + 1)), runs = 0; /* where each run starts */
-    if (!run)
-        return -1;
-    for (int p = 0; p < s->nf; p++)
-        if (p == 0 || s->by_index[p] != s->by_index[p - 1] + 1)
-            run[runs++] = p;
-    run[runs] = s->nf;
-#endif
     for (int i = 0; i < s->groups * AMX_ROWS; i++) {
         uint16_t *hi = s->Ahi + (size_t)i * s->depth;
         uint16_t *lo = s->split ? s->Alo + (size_t)i * s->depth : NULL;
         const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
-#ifdef VECTOR_CONVERT
         int filled = 0; /* entries written; past nf (and in the rows past nf) zeros */
         for (int r = 0; r < runs && i < s->nf; r++)
-            for (int p = run[r]; p < run[r + 1]; p += 16) {
-                int live = run[r + 1] - p;
-                __mmask16 m = live >= 16 ? 0xFFFF : (__mmask16)((1u << live) - 1);
+            for (int p = run[r]; p < run[r + 1]; p += VECTOR_CONVERT_WIDTH) {
+                int live = run[r + 1] - p < VECTOR_CONVERT_WIDTH ? run[r + 1] - p
+                                                                 : VECTOR_CONVERT_WIDTH;
+#ifdef VECTOR_CONVERT /* 16 at a time */
+                __mmask16 m = (__mmask16)((1u << live) - 1);
                 __m512i h, l;
-                split16(_mm512_maskz_loadu_ps(m, row + s->by_index[p]), !!lo, &h, &l);
+                split16(_mm512_maskz_loadu_ps(m, row + by_index[p]), !!lo, &h, &l);
                 _mm512_mask_cvtepi32_storeu_epi16(hi + p, m, h);
                 if (lo)
                     _mm512_mask_cvtepi32_storeu_epi16(lo + p, m, l);
-                filled = p + (live >= 16 ? 16 : live);
+#else
+                split(row[by_index[p]], hi + p, lo ? lo + p : NULL);
+#endif
+                filled = p + live;
             }
         memset(hi + filled, 0, sizeof(uint16_t) * (s->depth - filled));
         if (lo)
             memset(lo + filled, 0, sizeof(uint16_t) * (s->depth - filled));
-#else
-        for (int j = 0; j < s->depth; j++)
-            split(i < s->nf && j < s->nf ? row[s->by_index[j]] : 0, hi + j, lo ? lo + j : NULL);
-#endif
     }
-#ifdef VECTOR_CONVERT
+    status = 0;
+done:
+    free(by_index);
+    free(rank);
     free(run);
-#endif
-    return 0;
+    return status;
 }
 #else /* a build without bf16 products: s->pairs stays 0, so none of these runs */
 #define pairs_set_row(s, q, xq) ((void)0)
-#define pairs_init(s, C, N) (-1)
+#define pairs_init(s, C, N, is_free) (-1)
 #endif
 
 #ifdef AMX
@@ -481,22 +491,8 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
                 COEF(s, g, a, b) = qa < s->nf && qb < s->nf
                                        ? C[(size_t)s->f[qa] * N + s->f[qb]] : 0;
             }
-    if (s->pairs) {
-        s->by_index = malloc(sizeof(int) * N);
-        s->col = malloc(sizeof(int) * N);
-        int *rank = malloc(sizeof(int) * N); /* a free variable's place in index order */
-        if (!s->by_index || !s->col || !rank) {
-            free(rank);
-            return -1;
-        }
-        for (int i = 0, r = 0; i < N; i++)
-            if (is_free[i])
-                s->by_index[r] = i, rank[i] = r++;
-        for (int q = 0; q < s->nf; q++)
-            s->col[q] = rank[s->f[q]];
-        free(rank);
-        return pairs_init(s, C, N);
-    }
+    if (s->pairs)
+        return pairs_init(s, C, N, is_free);
     s->P = alloc((size_t)s->groups * TROWS * s->nf);
     if (!s->P)
         return -1;
