@@ -161,6 +161,7 @@ class DigitReader(nn.Module):
             self.config["lenet"] = True
         self.nets = nn.ModuleList(DigitCNN(n_classes, width, feature_dim) for _ in range(n_nets))
         self.lenet = LeNet(n_classes) if lenet else None
+        self.train()  # the nets' batch norms in eval mode from the start
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -169,10 +170,42 @@ class DigitReader(nn.Module):
             self.lenet.eval()
         return self
 
+    def output_layers(self) -> list[nn.Linear]:
+        """Each net's output layer (and the LeNet's): where a relabelling of the classes is folded."""
+        return [net.head for net in self.nets] + ([self.lenet.fc2] if self.lenet is not None else [])
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+        """uint8 images (N, 28, 28) -> (N, n_nets * feature_dim): each net's body in eval mode,
+        side by side; what `heads()` reads."""
+        if self.lenet is not None:
+            raise ValueError("a reader that holds a LeNet has no heads-only form")
+        x = deskew(images)
+        return torch.cat([torch.cat([net.body(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
+                          for net in self.nets], 1)
+
+    def heads(self) -> "ReaderHeads":
+        """The nets' output layers alone, reading `features` (shared: training them trains the reader)."""
+        return ReaderHeads([net.head for net in self.nets])
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
         x = deskew(images if images.dim() == 3 else images[:, 0])
         probs = torch.stack([F.softmax(net(x), dim=1) for net in self.nets]).mean(0)
         if self.lenet is not None:
             probs = (probs + F.softmax(self.lenet(images), dim=1)) / 2
+        return probs.clamp_min(1e-12).log()
+
+
+class ReaderHeads(nn.Module):
+    """A DigitReader's output layers on its nets' features (DigitReader.features): the same log
+    mean probabilities as the reader, with the bodies read once (the tune epochs, ours)."""
+
+    def __init__(self, heads: list[nn.Linear]):
+        super().__init__()
+        self.heads = nn.ModuleList(heads)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        chunks = features.chunk(len(self.heads), dim=1)
+        probs = torch.stack([F.softmax(head(x), dim=1) for head, x in zip(self.heads, chunks)]).mean(0)
         return probs.clamp_min(1e-12).log()

@@ -157,14 +157,16 @@ def fold_into_classifier(classifier: nn.Module, perm: torch.Tensor) -> None:
     perm = torch.as_tensor(perm, dtype=torch.long)
     if not is_permutation(perm):
         raise ValueError(f"cannot fold a mapping that is not a permutation: {perm.tolist()}")
-    layer = last_linear(classifier)
-    if layer.out_features != len(perm):
-        raise ValueError(f"output layer has {layer.out_features} units, permutation has {len(perm)}")
-    perm = perm.to(layer.weight.device)
-    weight, bias = layer.weight.clone(), None if layer.bias is None else layer.bias.clone()
-    layer.weight[perm] = weight
-    if bias is not None:
-        layer.bias[perm] = bias
+    # a CNN ensemble (DigitReader) has an output layer per net; LeNet its last nn.Linear
+    layers = classifier.output_layers() if hasattr(classifier, "output_layers") else [last_linear(classifier)]
+    for layer in layers:
+        if layer.out_features != len(perm):
+            raise ValueError(f"output layer has {layer.out_features} units, permutation has {len(perm)}")
+        perm = perm.to(layer.weight.device)
+        weight, bias = layer.weight.clone(), None if layer.bias is None else layer.bias.clone()
+        layer.weight[perm] = weight
+        if bias is not None:
+            layer.bias[perm] = bias
 
 
 @torch.no_grad()

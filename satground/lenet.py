@@ -14,7 +14,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .io import PipelineError, check_finite_weights, load_torch, save_torch
 
 
 def image_batch(images: torch.Tensor) -> torch.Tensor:
@@ -115,23 +114,3 @@ def distill_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.
         total += loss.item() * len(idx)
         seen += len(idx)
     return total / max(seen, 1)
-
-
-def save_lenet(model: LeNet, path) -> None:
-    save_torch({"state_dict": model.state_dict(), "n_classes": model.n_classes}, path)
-
-
-def load_lenet(path) -> LeNet:
-    """Rebuild a LeNet saved by save_lenet; one-line PipelineError when the file is not one."""
-    ckpt = load_torch(path, "LeNet model")
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
-        raise PipelineError(f"{path}: not a LeNet model file (expected keys state_dict, n_classes)")
-    if type(ckpt["n_classes"]) is not int or ckpt["n_classes"] not in (4, 9):
-        raise PipelineError(f"{path}: 'n_classes' must be 4 or 9, got {ckpt['n_classes']!r}")
-    model = LeNet(ckpt["n_classes"])
-    try:
-        model.load_state_dict(ckpt["state_dict"])
-    except RuntimeError as exc:
-        raise PipelineError(f"{path}: LeNet weights do not fit ({str(exc).splitlines()[0]})") from None
-    check_finite_weights(model, path, "LeNet model")
-    return model

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import var_mask
-from .digitcnn import DigitReader
+from .classifier import build_classifier, reader_config
 from .io import PipelineError, check_finite_weights, load_torch
-from .lenet import LeNet, image_batch
+from .lenet import image_batch
 from .satnet import SATNet
 
 
@@ -140,8 +140,8 @@ def checkpoint(model: nn.Module) -> dict:
         saved = {"kind": "visual", "config": solver_config(model.solver),
                  "solver": model.solver.state_dict(), "classifier": model.classifier.state_dict(),
                  "n_classes": model.classifier.n_classes}
-        if isinstance(model.classifier, DigitReader):  # the re-read stage's reader; LeNet otherwise
-            saved["reader"] = dict(model.classifier.config)
+        if reader_config(model.classifier) is not None:  # a CNN ensemble; LeNet otherwise
+            saved["reader"] = reader_config(model.classifier)
         return saved
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
@@ -170,8 +170,7 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         solver.satnet.solve_sweeps = solve_sweeps
         if saved["kind"] == "symbolic":
             return solver
-        reader = saved.get("reader")
-        classifier = DigitReader(saved["n_classes"], **reader) if reader else LeNet(saved["n_classes"])
+        classifier = build_classifier(saved["n_classes"], saved.get("reader"))
         classifier.load_state_dict(saved["classifier"])
         check_finite_weights(classifier, path, "solver model's classifier")
     except (KeyError, TypeError, RuntimeError) as exc:

@@ -144,6 +144,10 @@ class Augment:
 
 @dataclass(frozen=True)
 class Distill:
+    classifier: str = knob("lenet", "what reads the digits in front of SATNet: lenet (the paper: LeNet "
+                           "learns the clusters) | clusterer (ours: the clusterer's own CNN ensemble, "
+                           "nothing distilled; needs cluster.method selflabel)",
+                           choices=("lenet", "clusterer"))
     epochs: int = knob(15, "LeNet training epochs", low=1)
     batch_size: int = knob(64, "batch size", low=1)
     lr: float = lr_knob(1.0e-3, "LeNet learning rate")
@@ -300,6 +304,8 @@ class ErrorInjection:
 
 # the clusterers that read the Sudoku rules (satground.clustering: their `reads_peers`)
 RULE_READING_CLUSTERERS = ("peers",)
+# the clusterers that are themselves classifiers of any image (`as_reader`): distill.classifier clusterer
+CLASSIFYING_CLUSTERERS = ("selflabel",)
 
 
 @dataclass(frozen=True)
@@ -310,7 +316,7 @@ class Params:
                             "(ours); false: images and the Symbol Grounding Loss alone (the paper's claim)")
     data: Data = section(Data, "stage prepare: boards from puzzles and digit images")
     cluster: Cluster = section(Cluster, "stage cluster: the given-cell images, without labels")
-    distill: Distill = section(Distill, "stage distill: LeNet learns the clusters")
+    distill: Distill = section(Distill, "stage distill: the classifier in front of SATNet")
     satnet: Satnet = section(Satnet, "the SATNet layer of every stage")
     ground: Ground = section(Ground, "stage ground: the self-grounding phase (Symbol Grounding Loss)")
     train: Train = section(Train, "stage train: grounded classifier + SATNet, end to end")
@@ -350,6 +356,19 @@ class Params:
         return "paper's mechanism" if paper else "rule-free"
 
     def check(self, where: str) -> None:
+        if self.distill.classifier == "clusterer":
+            if self.cluster.method not in CLASSIFYING_CLUSTERERS:
+                raise PipelineError(f"{where}: 'distill.classifier: clusterer' needs a clusterer that "
+                                    f"reads any image ('cluster.method' {' or '.join(CLASSIFYING_CLUSTERERS)}), "
+                                    f"got 'cluster.method: {self.cluster.method}'")
+            moved = [k for k in ("mislabel", "boundary_shift") if getattr(self.distill, k)]
+            if moved or self.distill.checkpoint != "final":
+                what = f"'distill.{moved[0]}'" if moved else "'distill.checkpoint'"
+                raise PipelineError(f"{where}: {what} (the clustering ablation) trains LeNet: it needs "
+                                    f"'distill.classifier: lenet'")
+        if self.distill.classifier == "clusterer" and self.reread.keep_classifier:
+            raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
+                                f"needs 'distill.classifier: lenet'")
         if not self.rule_aware and self.rule_reading():
             setting, why = self.rule_reading()[0]
             raise PipelineError(f"{where}: '{setting}' reads the Sudoku rules ({why}), but "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -19,6 +19,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .data import Boards, onehot, var_mask
+from .digitcnn import DigitReader
 from .grounding import relabel
 from .io import PipelineError
 from .lenet import outputs
@@ -299,6 +300,21 @@ def readings_once(model: VisualSolver, *boards: Boards):
         model.classifier = classifier
 
 
+@contextmanager
+def features_once(model: VisualSolver, *boards: Boards):
+    """A CNN-ensemble classifier (DigitReader) whose nets' bodies stay fixed: yields `boards` with
+    each image replaced by the bodies' features, read once, while `model` reads them through the
+    nets' heads alone (shared with the reader); the reader is back in place on exit."""
+    reader = model.classifier
+    reader.eval()
+    read = [replace(b, images=reader.features(b.images)) for b in boards]
+    model.classifier = reader.heads()
+    try:
+        yield read
+    finally:
+        model.classifier = reader
+
+
 def freeze(module: nn.Module) -> None:
     for parameter in module.parameters():
         parameter.requires_grad_(False)
@@ -308,12 +324,16 @@ def tune_classifier(model: VisualSolver, train: Boards, dev: Boards, epochs: int
                     batch_size: int, device: torch.device, generator: torch.Generator, report=None,
                     resume_dir=None) -> dict[str, float]:
     """The classifier alone learns end to end through the frozen SATNet (ours, `train.tune_epochs`):
-    the loss of training (BCE on the blank cells, no given's label), Adam at a constant `lr`,
-    every image read each batch. Curves are logged as tune_<name>; returns the last row.
+    the loss of training (BCE on the blank cells, no given's label), Adam at a constant `lr`.
+    LeNet learns whole, every image read each batch; a CNN ensemble (distill.classifier:
+    clusterer) learns its nets' output layers on features read once (features_once: the whole
+    nets cost several times LeNet a batch). Curves are logged as tune_<name>; returns the last row.
     SATNet's S gets no gradient (the layer skips its GEMM). A run killed here replays the
     end-to-end epochs before it (their resume file is gone), then resumes these."""
     freeze(model.solver)
-    model.classifier.requires_grad_(True)
-    optimizer = torch.optim.Adam(model.classifier.parameters(), lr=lr)
-    return fit(model, train, dev, optimizer, bce_loss(on_inputs=False), epochs, batch_size, device,
-               generator, report, desc="tune", prefix="tune_", resume_dir=resume_dir)
+    ensemble = isinstance(model.classifier, DigitReader)
+    with features_once(model, train, dev) if ensemble else nullcontext((train, dev)) as (train, dev):
+        model.classifier.requires_grad_(True)
+        optimizer = torch.optim.Adam(model.classifier.parameters(), lr=lr)
+        return fit(model, train, dev, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
+                   device, generator, report, desc="tune", prefix="tune_", resume_dir=resume_dir)

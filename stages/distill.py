@@ -1,4 +1,9 @@
-"""Stage `distill`: train LeNet on a clusterer's assignments of the training given-cell images.
+"""Stage `distill`: the classifier in front of SATNet, from the clusterer.
+
+The paper's (`distill.classifier: lenet`): LeNet learns the clusterer's assignments of the training
+given-cell images. Ours (`clusterer`): the clusterer's own CNN ensemble is the classifier, nothing
+distilled (a self-labelled clusterer already reads any image; LeNet loses about a point of its
+accuracy, docs/studies/clusterer-classifier.md).
 
 The teacher (final.pt of the clusterer folder, or the epoch checkpoint `distill.checkpoint`
 names, for the ablation) labels the training boards' given-cell images with its clusters; LeNet learns those cluster
@@ -8,8 +13,8 @@ wrong cluster first (drawn with `distill.seed`): a controlled clustering error f
 nearest to one (an error a classifier learns, where random ones are averaged away). The true
 digits of the dev boards' images (dev_truth.pt, "image_labels") are read only to report the
 clustering accuracy (Hungarian); no truth of the training or test images is read. Writes
-models/lenet.pt ({"state_dict", "n_classes"}), its dev clustering accuracy as the metric, and
-per-epoch curves.
+models/classifier.pt (satground.classifier), its dev clustering accuracy as the metric, and
+LeNet's per-epoch curves.
 """
 import time
 from dataclasses import asdict
@@ -19,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from satground import lenet
+from satground.classifier import save_classifier
 from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import load_clusterer
 from satground.data import load_given_images, load_image_labels
@@ -55,29 +61,33 @@ def main(argv=None):
         targets = shift_boundaries(train_images, targets, cfg.boundary_shift, K)
     teacher_dev = teacher.assign(dev_images)
 
-    rng = seed_everything(cfg.seed)
-    model = lenet.LeNet(K).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-
     report = StageReport(args.metrics_out)
-    seconds = []
-    for epoch in tqdm(range(1, cfg.epochs + 1), desc="distill", unit="epoch"):
-        start = time.perf_counter()
-        loss = lenet.distill_epoch(model, optimizer, train_images, targets, cfg.batch_size, rng,
-                                 asdict(cfg.augment))
-        seconds.append(time.perf_counter() - start)
-        dev_pred = lenet.predict(model, dev_images)
-        report.log_epoch(epoch, {"loss": loss,
-                                 "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
-                                 "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"]})
-    lenet.save_lenet(model.cpu(), args.model_out)
+    seconds = [0.0]
+    if cfg.classifier == "clusterer":  # ours: the clusterer's own nets read the digits
+        model, loss = teacher.as_reader(), None
+    else:  # the paper: LeNet learns the clusters
+        rng = seed_everything(cfg.seed)
+        model = lenet.LeNet(K).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        seconds = []
+        for epoch in tqdm(range(1, cfg.epochs + 1), desc="distill", unit="epoch"):
+            start = time.perf_counter()
+            loss = lenet.distill_epoch(model, optimizer, train_images, targets, cfg.batch_size, rng,
+                                       asdict(cfg.augment))
+            seconds.append(time.perf_counter() - start)
+            dev_pred = lenet.predict(model, dev_images)
+            report.log_epoch(epoch, {"loss": loss,
+                                     "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
+                                     "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"]})
+    save_classifier(model.cpu(), args.model_out)
 
     train_pred = lenet.predict(model, train_images)
     dev_pred = lenet.predict(model, dev_images)
     teacher_counts = teacher.parameter_counts()
     info = {
         "teacher": str(teacher_path), "mislabel": cfg.mislabel, "boundary_shift": cfg.boundary_shift,
-        "seed": cfg.seed, "epochs": cfg.epochs, "n_classes": K,
+        "classifier": cfg.classifier, "seed": cfg.seed,
+        "epochs": cfg.epochs if cfg.classifier == "lenet" else 0, "n_classes": K,
         "n_train_images": len(train_images), "n_dev_images": len(dev_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),
@@ -85,7 +95,7 @@ def main(argv=None):
         "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"],
         "teacher_dev_accuracy": cluster_report(teacher_dev, dev_labels, K)["accuracy"],
         "targets_moved": (targets != teacher_train).float().mean().item(),  # the ablation's corruption
-        "lenet_parameters": lenet.count_parameters(model),
+        "classifier_parameters": lenet.count_parameters(model),
         "teacher_parameters": teacher_counts.get("total"),
         "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),
         "device": str(device),
@@ -93,7 +103,8 @@ def main(argv=None):
     report.finish({"lenet_acc": info["dev_accuracy"]}, info,
                   seconds_per_epoch=round(sum(seconds) / len(seconds), 3))
 
-    print(f"distill: LeNet ({info['lenet_parameters']:,} parameters) from {teacher_path}: "
+    what = "LeNet" if cfg.classifier == "lenet" else "the clusterer's CNNs"
+    print(f"distill: {what} ({info['classifier_parameters']:,} parameters) from {teacher_path}: "
           f"dev clustering accuracy {format_accuracy(info['dev_accuracy'])} (teacher "
           f"{format_accuracy(info['teacher_dev_accuracy'])}), agreement with teacher "
           f"{info['dev_agreement']:.3f} -> {args.model_out}")

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import torch
 
+from satground.classifier import load_classifier
 from satground.data import load_boards
 from satground.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
                                  peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.io import PipelineError, save_all, save_figure, seed_everything
-from satground.lenet import load_lenet
 from satground.lenet import predict as classify
 from satground.losses import GroundingLoss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
@@ -57,7 +57,7 @@ def main(argv=None):
         train, val = split_boards(boards, cfg.val_fraction, generator)
     except ValueError as exc:
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
-    classifier = load_lenet(args.classifier)
+    classifier = load_classifier(args.classifier)
     if classifier.n_classes != K:
         raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
                             f"boards have {K} digits")

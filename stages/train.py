@@ -14,10 +14,10 @@ from contextlib import nullcontext
 
 import torch
 
+from satground.classifier import load_classifier
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.io import PipelineError, save_all, seed_everything
-from satground.lenet import load_lenet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.params import load_params
 from satground.satnet import check_setup, kernel_description
@@ -42,7 +42,7 @@ def main(argv=None):
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
 
-    classifier = load_lenet(args.classifier)
+    classifier = load_classifier(args.classifier)
     if classifier.n_classes != K:
         raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
                             f"boards have {K} digits")

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 REPO = Path(__file__).resolve().parents[1]
 
 # a `dvc repro` workspace (dvc.yaml's outputs)
-WORKSPACE = {"prepared": "data/prepared", "lenet": "models/lenet.pt", "ground": "models/ground.pt",
+WORKSPACE = {"prepared": "data/prepared", "lenet": "models/classifier.pt", "ground": "models/ground.pt",
              "permutation": "models/permutation.json", "cluster": "metrics/cluster",
              "distill": "metrics/distill", "ground_metrics": "metrics/ground"}
 
@@ -66,12 +66,13 @@ def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     Hungarian matching of its clusters to the images' true digits (truth read here, for a report
     only; the stages never read it)."""
     from satground.data import given_image_indices, load_boards, load_truth
-    from satground.lenet import load_lenet, predict
+    from satground.classifier import load_classifier
+    from satground.lenet import predict
     from satground.metrics import best_matching
 
     boards = load_boards(prepared, "train")
     pool = given_image_indices(boards)
-    clusters = predict(load_lenet(lenet), boards.images[pool])
+    clusters = predict(load_classifier(lenet), boards.images[pool])
     digits = load_truth(prepared, "train", boards)["image_labels"][pool].long() - 1
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 

@@ -24,7 +24,7 @@ the remaining training boards (screening). Per epoch, one JSON line:
 Truth (for reporting only, never given to the loss): common.true_permutation (studies/common.py),
 the Hungarian matching of the classifier's clusters to the true digits of the training images.
 
-A data folder holds prepared/ (the prepare stage's output) and lenet.pt (the distilled
+A data folder holds prepared/ (the prepare stage's output) and classifier.pt (the distilled
 classifier); --profile (cpu9, or 4x4) gives the sizes (satnet m/aux/max_iter/lr,
 ground batch_size).
 
@@ -32,7 +32,7 @@ Commands (2 torch threads, one run at a time; CPU: 2 cores of an AMD EPYC, Zen 4
 
     # seed 0: the finished run's data (the profile then named cpu9, now cpu9_rules: `peers` clusters)
     mkdir -p /tmp/sgl/cpu9_seed0 && cp -r /tmp/cpu9run/data/prepared /tmp/sgl/cpu9_seed0/ \
-        && cp /tmp/cpu9run/models/lenet.pt /tmp/sgl/cpu9_seed0/
+        && cp /tmp/cpu9run/models/classifier.pt /tmp/sgl/cpu9_seed0/
     # screening on seed 0, 3,000 training boards
     python studies/grounding_losses.py --data /tmp/sgl/cpu9_seed0 \
         --seed 0 --n-train 3000 --epochs 3 --loss matched --warmup-epochs 1 --tag screen
@@ -60,7 +60,7 @@ from common import REPO, append_rows, markdown, read_rows, true_permutation
 from satground.data import load_boards, load_truth
 from satground.grounding import hard_permutation, is_permutation
 from satground.io import seed_everything
-from satground.lenet import load_lenet
+from satground.classifier import load_classifier
 from satground.losses import APPROXMAX, LOSSES, GroundingLoss
 from satground.metrics import output_metrics, solution_metrics
 from satground.models import SymbolicSolver, VisualSolver
@@ -85,7 +85,7 @@ def run(args) -> None:
     batch_size = params["ground"]["batch_size"]
     device = torch.device("cpu")
 
-    truth_perm = torch.tensor(true_permutation(args.data / "prepared", args.data / "lenet.pt"))
+    truth_perm = torch.tensor(true_permutation(args.data / "prepared", args.data / "classifier.pt"))
     generator = seed_everything(args.seed)
     boards = load_boards(args.data / "prepared", "train")
     K = boards.n_digits
@@ -100,7 +100,7 @@ def run(args) -> None:
     train, val = subset(boards, train_idx), subset(boards, val_idx)
     val_solution = solution[val_idx]
 
-    classifier = load_lenet(args.data / "lenet.pt")
+    classifier = load_classifier(args.data / "classifier.pt")
     freeze(classifier)
     solver = SymbolicSolver(boards.board_size, m, aux, max_iter, zero_input_outputs=True,
                             output_softmax=args.output_softmax)
@@ -226,7 +226,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, help="folder with prepared/ and lenet.pt")
+    parser.add_argument("--data", type=Path, help="folder with prepared/ and classifier.pt")
     parser.add_argument("--profile", default="cpu9", help="SATNet sizes, lr and batch of this profile "
                         "(the one DATA was prepared with)")
     parser.add_argument("--seed", type=int, default=0)

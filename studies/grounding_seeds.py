@@ -54,7 +54,7 @@ def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:
 
 
 # run_seed's scratch folder (common.WORKSPACE: the same files in a `dvc repro` workspace)
-SCRATCH = {"prepared": "prepared", "lenet": "lenet.pt", "ground": "ground.pt",
+SCRATCH = {"prepared": "prepared", "lenet": "classifier.pt", "ground": "ground.pt",
            "permutation": "permutation.json", "cluster": "cluster_metrics", "distill": "distill",
            "ground_metrics": "ground"}
 
@@ -105,10 +105,10 @@ def run_seed(folder: Path, profile: str, seed: int, overrides: list[str] = ()) -
                  "--model-out", folder / "cluster", "--samples-plot-out", folder / "cluster_samples.png",
                  "--confusion-plot-out", folder / "cluster_confusion.png", "--metrics-out", folder / "cluster_metrics")
     cpu += stage("distill.py", "--params", params, "--prepared", folder / "prepared",
-                 "--clusterer", folder / "cluster", "--model-out", folder / "lenet.pt",
+                 "--clusterer", folder / "cluster", "--model-out", folder / "classifier.pt",
                  "--metrics-out", folder / "distill")
     cpu += stage("ground.py", "--params", params, "--prepared", folder / "prepared",
-                 "--classifier", folder / "lenet.pt", "--model-out", folder / "ground.pt",
+                 "--classifier", folder / "classifier.pt", "--model-out", folder / "ground.pt",
                  "--permutation-out", folder / "permutation.json", "--plot-out", folder / "permutation.png",
                  "--metrics-out", folder / "ground", "--resume-dir", folder / "resume")
     return {"profile": profile, "overrides": list(overrides), "seed": seed,

@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from satground import lenet
+from satground.classifier import load_classifier, save_classifier
 from satground.clustering import infogan
 from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import CLUSTERERS, save_clusterer
-from satground.digitcnn import DigitCNN
+from satground.clustering.selflabel import SelfLabelClusterer
+from satground.digitcnn import DigitCNN, DigitReader
 from satground.clustering.infogan import InfoGANClusterer
 from satground.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
@@ -48,15 +50,15 @@ class QuadrantClusterer:
         return {}
 
 
-def run_distill(tmp_path, data, teacher, name="run", **overrides):
+def run_distill(tmp_path, data, teacher, name="run", cluster=None, **overrides):
     """The stage with the clusterer folder of `teacher` (its final.pt, or the epoch_XXX.pt that
-    distill.checkpoint names)."""
+    distill.checkpoint names); `cluster` overrides that section."""
     import distill
 
     out = tmp_path / name
-    params = write_params(tmp_path / f"{name}.yaml", distill=overrides)
+    params = write_params(tmp_path / f"{name}.yaml", distill=overrides, cluster=cluster or {})
     distill.main(["--params", str(params), "--prepared", str(data), "--clusterer", str(teacher.parent),
-                  "--model-out", str(out / "lenet.pt"), "--metrics-out", str(out / "live")])
+                  "--model-out", str(out / "classifier.pt"), "--metrics-out", str(out / "live")])
     return out
 
 
@@ -209,25 +211,34 @@ def test_lenet_learns_a_tiny_set_with_augmentation():
     assert (lenet.predict(model, images) == targets).float().mean() >= 0.95
 
 
-def test_lenet_file_round_trip(tmp_path):
-    model = lenet.LeNet(9)
-    lenet.save_lenet(model, tmp_path / "lenet.pt")
-    saved = torch.load(tmp_path / "lenet.pt", weights_only=False)
-    assert set(saved) == {"state_dict", "n_classes"} and saved["n_classes"] == 9
-    loaded = lenet.load_lenet(tmp_path / "lenet.pt")
+@pytest.mark.parametrize("build", [lambda: lenet.LeNet(9), lambda: DigitReader(9, n_nets=2, width=8)],
+                         ids=["lenet", "reader"])
+def test_classifier_file_round_trip(tmp_path, build):
+    torch.manual_seed(0)
+    model = build().eval()
+    save_classifier(model, tmp_path / "classifier.pt")
+    saved = torch.load(tmp_path / "classifier.pt", weights_only=False)
+    reader = isinstance(model, DigitReader)
+    assert set(saved) == {"state_dict", "n_classes"} | ({"reader"} if reader else set())
+    assert saved["n_classes"] == 9
+    loaded = load_classifier(tmp_path / "classifier.pt").eval()
+    assert type(loaded) is type(model)
     images = torch.randint(0, 256, (3, 28, 28), dtype=torch.uint8)
     assert torch.equal(loaded(images), model(images))
     torch.save({"weights": 1}, tmp_path / "other.pt")
-    with pytest.raises(PipelineError, match="other.pt: not a LeNet model file"):
-        lenet.load_lenet(tmp_path / "other.pt")
+    with pytest.raises(PipelineError, match="other.pt: not a classifier model file"):
+        load_classifier(tmp_path / "other.pt")
+    torch.save({**saved, "reader": {"n_nets": 5}}, tmp_path / "wrong.pt")
+    with pytest.raises(PipelineError, match="wrong.pt: classifier weights do not fit"):
+        load_classifier(tmp_path / "wrong.pt")
 
 
 # ---------------------------------------------------------------------------------------------
 # the stage
 
-DISTILL_KEYS = {"teacher", "mislabel", "boundary_shift", "seed", "epochs", "n_classes", "n_train_images", "n_dev_images",
+DISTILL_KEYS = {"classifier", "teacher", "mislabel", "boundary_shift", "seed", "epochs", "n_classes", "n_train_images", "n_dev_images",
                 "final_loss", "train_agreement", "dev_agreement", "dev_accuracy", "teacher_dev_accuracy", "targets_moved",
-                "lenet_parameters", "teacher_parameters", "teacher_parameters_classifier_path", "device"}
+                "classifier_parameters", "teacher_parameters", "teacher_parameters_classifier_path", "device"}
 
 
 def test_distill_from_an_infogan_checkpoint(tmp_path):
@@ -237,14 +248,43 @@ def test_distill_from_an_infogan_checkpoint(tmp_path):
     metrics = info(out)
     assert set(metrics) == DISTILL_KEYS and metrics["teacher"].endswith("epoch_000.pt")
     assert set(json.loads((out / "live" / "metrics.json").read_text())) == {"lenet_acc"}
-    assert metrics["lenet_parameters"] == 428_074  # K = 4
+    assert metrics["classifier_parameters"] == 428_074  # K = 4: LeNet
     assert metrics["teacher_parameters"] == infogan.parameter_counts(infogan.InfoGAN(4, noise_dim=8))["total"]
     assert metrics["n_train_images"] == 32 and metrics["n_dev_images"] == 24
-    saved = torch.load(out / "lenet.pt", weights_only=False)
+    saved = torch.load(out / "classifier.pt", weights_only=False)
     assert set(saved) == {"state_dict", "n_classes"} and saved["n_classes"] == 4
-    assert lenet.load_lenet(out / "lenet.pt").n_classes == 4
+    assert isinstance(load_classifier(out / "classifier.pt"), lenet.LeNet)
     tsv = (out / "live" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
     assert len(tsv) == 1 + 3  # header + 3 epochs
+
+
+def test_distill_can_keep_the_clusterers_own_nets(tmp_path):
+    """distill.classifier: clusterer: the classifier is the self-labelled clusterer's ensemble,
+    reading every image as the clusterer does, and nothing is trained."""
+    data = make_prepared(tmp_path / "prepared")
+    torch.manual_seed(0)
+    config = {"n_clusters": 4, "width": 8, "feature_dim": 16, "n_nets": 2}
+    teacher = SelfLabelClusterer(config, [DigitCNN(4, 8, 16) for _ in range(2)])
+    save_clusterer(teacher, tmp_path / "cluster" / "final.pt")
+    out = run_distill(tmp_path, data, tmp_path / "cluster" / "final.pt", classifier="clusterer",
+                      cluster={"method": "selflabel"})
+    metrics = info(out)
+    assert set(metrics) == DISTILL_KEYS and metrics["epochs"] == 0 and metrics["final_loss"] is None
+    assert metrics["dev_accuracy"] == metrics["teacher_dev_accuracy"] and metrics["dev_agreement"] == 1.0
+    reader = load_classifier(out / "classifier.pt")
+    assert isinstance(reader, DigitReader) and metrics["classifier_parameters"] == teacher.parameter_counts()["total"]
+    images = torch.randint(0, 256, (5, 28, 28), dtype=torch.uint8)
+    assert torch.allclose(reader(images).exp(), teacher.probabilities(images), atol=1e-6)
+
+
+def test_the_clusterers_nets_need_a_classifying_clusterer(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
+    with pytest.raises(PipelineError, match="'distill.classifier: clusterer' needs .*'cluster.method: infogan'"):
+        run_distill(tmp_path, data, teacher, classifier="clusterer")
+    with pytest.raises(PipelineError, match="'distill.mislabel' .* needs 'distill.classifier: lenet'"):
+        run_distill(tmp_path, data, teacher, classifier="clusterer", mislabel=0.1,
+                    cluster={"method": "selflabel"})
 
 
 def test_distill_copies_a_good_teacher(tmp_path, monkeypatch):
@@ -278,7 +318,7 @@ def test_distill_rejects_a_negative_augmentation(tmp_path):
     teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
     with pytest.raises(PipelineError, match=r"'distill.augment.shift' must be >= 0.0, got -1.0"):
         run_distill(tmp_path, data, teacher, augment={"shift": -1.0})
-    assert not (tmp_path / "run" / "lenet.pt").exists()
+    assert not (tmp_path / "run" / "classifier.pt").exists()
 
 
 def test_mislabel_moves_exactly_the_share_and_always_to_another_cluster():
@@ -313,9 +353,9 @@ def test_distill_trains_identically_without_truth(tmp_path):
     for split in ("train", "dev"):
         shutil.copy(data / f"{split}.pt", blind / f"{split}.pt")
     teacher = untrained_infogan_checkpoint(tmp_path / "cluster" / "final.pt")
-    a = torch.load(run_distill(tmp_path, data, teacher, "with") / "lenet.pt", weights_only=False)
+    a = torch.load(run_distill(tmp_path, data, teacher, "with") / "classifier.pt", weights_only=False)
     without = run_distill(tmp_path, blind, teacher, "without")
-    b = torch.load(without / "lenet.pt", weights_only=False)
+    b = torch.load(without / "classifier.pt", weights_only=False)
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     metrics = info(without)
     assert set(metrics) == DISTILL_KEYS

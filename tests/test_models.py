@@ -9,7 +9,8 @@ from satground.lenet import LeNet
 from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
                               checkpoint, load_solver, solver_config)
 from satground.sudoku import generate_puzzles
-from satground.training import predict, readings_once
+from satground.digitcnn import DigitReader
+from satground.training import features_once, predict, readings_once
 
 torch.set_num_threads(1)
 K, C = 4, 16  # 4x4 boards
@@ -157,4 +158,29 @@ def test_readings_once_gives_the_classifiers_answers_and_puts_it_back():
         torch.manual_seed(1)
         cached = predict(model, read, 3, cpu)
     assert model.classifier is classifier
+    assert torch.allclose(direct, cached, atol=1e-5)
+
+
+def test_features_once_gives_the_readers_answers_and_puts_it_back():
+    """A CNN ensemble tuned on its heads alone (training.features_once, the tune epochs): the
+    solver's outputs on the boards so read equal its outputs on the images, only the heads'
+    parameters are seen, and the reader is restored with them."""
+    puzzles, solutions = generate_puzzles(6, 2, seed=0)
+    rng = np.random.default_rng(0)
+    digits = np.repeat(np.arange(1, 5), 5).astype(np.uint8)
+    images = rng.integers(0, 255, size=(len(digits), 28, 28)).astype(np.uint8)
+    boards = build_visual_boards(puzzles, solutions, images, digits, 2, seed=0)
+    torch.manual_seed(0)
+    reader = DigitReader(4, n_nets=2, width=8, feature_dim=16)
+    model = VisualSolver(reader, SymbolicSolver(2, m=8, aux=2))
+    cpu = torch.device("cpu")
+    torch.manual_seed(1)
+    direct = predict(model, boards, 3, cpu)
+    with features_once(model, boards) as (read,):
+        assert read.images.shape == (len(digits), 2 * 16)
+        assert {id(p) for p in model.classifier.parameters()} == {
+            id(p) for net in reader.nets for p in net.head.parameters()}
+        torch.manual_seed(1)
+        cached = predict(model, read, 3, cpu)
+    assert model.classifier is reader
     assert torch.allclose(direct, cached, atol=1e-5)

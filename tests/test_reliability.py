@@ -22,7 +22,8 @@ from satground.data import (build_visual_boards, load_boards, load_truth, save_p
                             split_image_pools)
 from satground.grounding import load_permutation, permutation_record
 from satground.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
-from satground.lenet import LeNet, load_lenet, save_lenet
+from satground.classifier import load_classifier, save_classifier
+from satground.lenet import LeNet
 from satground.models import SymbolicSolver, checkpoint, load_solver
 from stage_commands import REPO, declared, script
 
@@ -76,7 +77,7 @@ LOADERS = {  # artifact kind -> (file name, loader)
     "grounded labels": ("train_grounded.pt", lambda p: load_boards(p.parent, "train", view="grounded")),
     "evaluation truth": ("train_truth.pt", lambda p: load_truth(p.parent, "train")),
     "clusterer": ("final.pt", load_clusterer),
-    "LeNet": ("lenet.pt", load_lenet),
+    "classifier": ("classifier.pt", load_classifier),
     "solver": ("solver.pt", load_solver),
 }
 
@@ -344,9 +345,9 @@ def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(config.os, "access",
                         lambda p, mode: False if Path(p) == tmp_path / "ro" else real(p, mode))
     with pytest.raises(PipelineError) as exc:
-        config.check_output_place(tmp_path / "ro" / "models" / "lenet.pt")
+        config.check_output_place(tmp_path / "ro" / "models" / "classifier.pt")
     one_line(exc, tmp_path / "ro", "cannot write here")
-    config.check_output_place(tmp_path / "rw" / "lenet.pt")  # a folder yet to be made is fine
+    config.check_output_place(tmp_path / "rw" / "classifier.pt")  # a folder yet to be made is fine
 
 
 def test_an_output_on_a_special_filesystem_is_refused_before_any_work(tmp_path):
@@ -427,11 +428,11 @@ def test_models_saved_together_land_together_or_not_at_all(tmp_path):
 
 
 def test_a_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
-    stale = tmp_path / ".lenet.pt.tmp-99999"  # what a SIGKILL during atomic_write leaves
+    stale = tmp_path / ".classifier.pt.tmp-99999"  # what a SIGKILL during atomic_write leaves
     stale.write_text("half written")
-    with atomic_write(tmp_path / "lenet.pt") as tmp:
+    with atomic_write(tmp_path / "classifier.pt") as tmp:
         tmp.write_text("complete")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt"]
     dvcignore = (Path(__file__).resolve().parents[1] / ".dvcignore").read_text()
     assert ".*.tmp-*" in dvcignore.split()  # and DVC never hashes one
 
@@ -504,13 +505,13 @@ def test_a_lenet_file_with_nan_weights_or_a_foreign_class_count_is_refused(tmp_p
     model = LeNet(4)
     with torch.no_grad():
         model.fc2.weight[0, 0] = float("nan")
-    save_lenet(model, tmp_path / "nan.pt")
+    save_classifier(model, tmp_path / "nan.pt")
     with pytest.raises(PipelineError) as exc:
-        load_lenet(tmp_path / "nan.pt")
+        load_classifier(tmp_path / "nan.pt")
     one_line(exc, tmp_path / "nan.pt", "non-finite weights (NaN/inf) in 'fc2.weight'")
     save_all({tmp_path / "abc.pt": {"state_dict": LeNet(4).state_dict(), "n_classes": "abc"}})
     with pytest.raises(PipelineError) as exc:
-        load_lenet(tmp_path / "abc.pt")
+        load_classifier(tmp_path / "abc.pt")
     one_line(exc, tmp_path / "abc.pt", "'n_classes' must be 4 or 9, got 'abc'")
 
 
@@ -543,9 +544,9 @@ def test_a_digit_source_without_some_digit_is_refused():
 
 
 def test_a_lenet_file_round_trips_under_safe_loading(tmp_path):
-    save_lenet(LeNet(4), tmp_path / "lenet.pt")
-    assert load_lenet(tmp_path / "lenet.pt").n_classes == 4
-    assert isinstance(load_torch(tmp_path / "lenet.pt"), dict)
+    save_classifier(LeNet(4), tmp_path / "classifier.pt")
+    assert load_classifier(tmp_path / "classifier.pt").n_classes == 4
+    assert isinstance(load_torch(tmp_path / "classifier.pt"), dict)
 
 
 def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):

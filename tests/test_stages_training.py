@@ -20,7 +20,9 @@ import yaml
 
 from satground.data import build_visual_boards, load_boards, save_prepared, split_files
 from satground.io import PipelineError
-from satground.lenet import LeNet, distill_epoch, load_lenet, save_lenet
+from satground.classifier import load_classifier, save_classifier
+from satground.digitcnn import DigitReader
+from satground.lenet import LeNet, distill_epoch
 from satground.lenet import predict as classify
 from satground.metrics import best_matching
 from satground.params import compose
@@ -78,7 +80,7 @@ def make_prepared(root: Path, n_train=48, n_test=16, n_dev=16):
     for _ in range(4):
         distill_epoch(net, optimizer, train_images, PLANTED[train_digits - 1], 16,
                     torch.Generator().manual_seed(0))
-    save_lenet(net, root / "models" / "lenet.pt")
+    save_classifier(net, root / "models" / "classifier.pt")
 
 
 PARAMS = {
@@ -220,7 +222,7 @@ def ground_with(root: Path, tmp_path: Path, **ground) -> tuple[dict, dict]:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     out = tmp_path / ground["loss"]
     stage("ground").main(declared("ground", params=tmp_path / "params.yaml", prepared=root / "data" / "prepared",
-                                  classifier=root / "models" / "lenet.pt", model_out=out / "ground.pt", permutation_out=out / "permutation.json",
+                                  classifier=root / "models" / "classifier.pt", model_out=out / "ground.pt", permutation_out=out / "permutation.json",
                                   plot_out=out / "permutation.png", metrics_out=out / "metrics",
                                   resume_dir=out / "resume"))
     return json.loads((out / "permutation.json").read_text()), read(out / "metrics" / "info.json")
@@ -235,7 +237,7 @@ def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(gr
     # the truth: the classifier's clusters matched to the training images' true digits
     prepared = grounding_boards / "data" / "prepared"
     boards = load_boards(prepared, "train")
-    clusters = classify(load_lenet(grounding_boards / "models" / "lenet.pt"), boards.images)
+    clusters = classify(load_classifier(grounding_boards / "models" / "classifier.pt"), boards.images)
     digits = torch.load(prepared / "train_truth.pt")["image_labels"].long() - 1
     truth = best_matching(clusters.numpy(), digits.numpy(), K, K).tolist()
     assert saved["permutation"] == saved["argmax"] == truth
@@ -338,14 +340,14 @@ def test_the_rule_free_profile_never_calls_the_peer_structure_code(workdir, tmp_
                                    model_out=out / "cluster", samples_plot_out=out / "samples.png",
                                    confusion_plot_out=out / "confusion.png", metrics_out=out / "m_cluster"))
     stage("distill").main(declared("distill", params=out / "params.yaml", prepared=prepared,
-                                   clusterer=out / "cluster", model_out=out / "lenet.pt",
+                                   clusterer=out / "cluster", model_out=out / "classifier.pt",
                                    metrics_out=out / "m_distill"))
     stage("ground").main(declared("ground", params=out / "params.yaml", prepared=prepared,
-                                  classifier=out / "lenet.pt", model_out=out / "ground.pt",
+                                  classifier=out / "classifier.pt", model_out=out / "ground.pt",
                                   permutation_out=out / "permutation.json", plot_out=out / "perm.png",
                                   metrics_out=out / "m_ground", resume_dir=out / "r_ground"))
     stage("train").main(declared("train", params=out / "params.yaml", prepared=prepared,
-                                 classifier=out / "lenet.pt", ground=out / "ground.pt", permutation=out / "permutation.json",
+                                 classifier=out / "classifier.pt", ground=out / "ground.pt", permutation=out / "permutation.json",
                                  model_out=out / "solver.pt", metrics_out=out / "m_train",
                                  resume_dir=out / "r_train"))
     assert peer_spy == [] and (out / "solver.pt").is_file()
@@ -364,7 +366,7 @@ def test_the_rule_free_profile_never_calls_the_peer_structure_code(workdir, tmp_
                                        confusion_plot_out=out / "c2.png", metrics_out=out / "m_c2"))
     with pytest.raises(AssertionError, match="reads the Sudoku structure"):
         stage("ground").main(declared("ground", params=out / "aware.yaml", prepared=prepared,
-                                      classifier=out / "lenet.pt", model_out=out / "g2.pt",
+                                      classifier=out / "classifier.pt", model_out=out / "g2.pt",
                                       permutation_out=out / "p2.json", plot_out=out / "p2.png",
                                       metrics_out=out / "m_g2", resume_dir=out / "r_g2"))
     assert peer_spy
@@ -405,7 +407,7 @@ def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(w
                                  model_out=tmp_path / "frozen.pt", metrics_out=tmp_path / "m"))
     pool = sum(len(load_boards(ungrounded_run["blind"], split).images) for split in ("train", "dev"))
     assert sum(calls) == pool  # once per image of the two pools, whatever the epochs and batches
-    expected = load_lenet(workdir / "models/lenet.pt")
+    expected = load_classifier(workdir / "models/classifier.pt")
     fold_into_classifier(expected, load_permutation(workdir / "models/permutation.json", K)["permutation"])
     trained = load_solver(tmp_path / "frozen.pt").classifier
     for name, value in expected.state_dict().items():
@@ -431,6 +433,29 @@ def test_the_tune_epochs_move_the_classifier_alone(workdir, ungrounded_run, tmp_
     assert read(tmp_path / "m1" / "info.json")["tune"]["dev_blank_cells"] >= 0
     assert (tmp_path / "m1" / "plots" / "metrics" / "tune_dev_blank_cells.tsv").is_file()
     assert not (tmp_path / "m0" / "plots" / "metrics" / "tune_loss.tsv").exists()
+
+
+def test_the_tune_epochs_move_a_cnn_ensembles_heads_alone(workdir, ungrounded_run, tmp_path):
+    """distill.classifier clusterer: the classifier is a CNN ensemble; the tune epochs move its
+    nets' output layers, read through features once, and nothing else (bodies, SATNet)."""
+    from satground.models import load_solver
+    torch.manual_seed(0)
+    reader = DigitReader(K, n_nets=2, width=8, feature_dim=16)
+    save_classifier(reader, tmp_path / "reader.pt")
+    models = {}
+    for tune in (0, 1):
+        params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0, "tune_epochs": tune,
+                                      "tune_lr": 1e-2}}
+        (tmp_path / f"tune{tune}.yaml").write_text(yaml.safe_dump(params))
+        stage("train").main(declared("train", params=tmp_path / f"tune{tune}.yaml",
+                                     prepared=ungrounded_run["blind"], classifier=tmp_path / "reader.pt",
+                                     model_out=tmp_path / f"tune{tune}.pt", metrics_out=tmp_path / f"m{tune}"))
+        models[tune] = load_solver(tmp_path / f"tune{tune}.pt")
+    assert isinstance(models[1].classifier, DigitReader)
+    assert torch.equal(models[0].solver.satnet.S, models[1].solver.satnet.S)
+    before, after = models[0].classifier.state_dict(), models[1].classifier.state_dict()
+    moved = {name for name in before if not torch.equal(before[name], after[name])}
+    assert moved and all(".head." in name for name in moved), moved
 
 
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
@@ -558,7 +583,7 @@ def test_parameter_and_input_errors_are_one_line_and_named(workdir, tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(PipelineError, match="ground.approxmax"):
         stage("ground").main(declared("ground", params=tmp_path / "bad.yaml"))
-    save_lenet(LeNet(9), tmp_path / "lenet9.pt")
+    save_classifier(LeNet(9), tmp_path / "lenet9.pt")
     with pytest.raises(PipelineError, match="lenet9.pt"):
         stage("ground").main(declared("ground", classifier=tmp_path / "lenet9.pt"))
     (tmp_path / "perm.json").write_text(json.dumps({"permutation": [0, 0, 1, 2]}))

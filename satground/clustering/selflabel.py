@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..digitcnn import DigitCNN, deskew, mean_softmax, train_digit_cnns
+from ..digitcnn import DigitCNN, DigitReader, deskew, mean_softmax, train_digit_cnns
 from .manifold import cluster_members
 from ..metrics import best_matching
 
@@ -142,6 +142,15 @@ class SelfLabelClusterer:
     def assign(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (N, 28, 28) -> cluster (N,) int64."""
         return self.probabilities(images).argmax(dim=1).to(torch.int64)
+
+    def as_reader(self) -> DigitReader:
+        """The ensemble as a classifier of any image (distill.classifier: clusterer): a
+        DigitReader holding copies of the nets, the same probabilities as `probabilities`."""
+        reader = DigitReader(self.n_clusters, len(self.nets), self.config["width"],
+                             self.config["feature_dim"])
+        for mine, net in zip(reader.nets, self.nets):
+            mine.load_state_dict(net.state_dict())
+        return reader.eval()
 
     def checkpoint(self) -> dict:
         state = {f"net{m}.{name}": t.detach().clone()
