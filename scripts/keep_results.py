@@ -40,6 +40,9 @@ RESULT_COLUMNS = {  # results.csv column -> summary heading
     "visual_accuracy_pct": "visual %", "paper_board_pct": "paper board %",
 }
 
+# distill.classifier -> what the summary calls the classifier before SATNet
+CLASSIFIERS = {"lenet": "distilled LeNet", "clusterer": "classifier: the clusterer's own CNNs"}
+
 
 def time_figures(log: Path) -> dict:
     """Wall seconds and peak RSS (MB) from the stderr of `/usr/bin/time -v`."""
@@ -123,7 +126,7 @@ def summary(root: Path, run: dict) -> str:
         "| step | figure |",
         "|---|---|",
         f"| clustering (`{cluster['method']}`), no labels | {pct(cluster['dev_accuracy'])} % dev images |",
-        f"| distilled LeNet | {pct(distill['dev_accuracy'])} % dev images |",
+        f"| {CLASSIFIERS[distill.get('classifier', 'lenet')]} | {pct(distill['dev_accuracy'])} % dev images |",
         f"| grounding phase, blank cells (chance {100 / K:.1f} %) | {pct(ground['val_blank_cells'])} % "
         f"validation (best epoch {ground['best_epoch']} of {ground['epochs_run']}), "
         f"{pct(phase['phase_output_cell_accuracy'])} % test |",
