@@ -139,14 +139,19 @@ def test_checkpoint_round_trip(tmp_path):
         load_solver(tmp_path / "missing.pt")
 
 
-def test_readings_once_gives_the_classifiers_answers_and_puts_it_back():
-    """proofread reads each pool image once (training.readings_once): the solver's outputs on
-    the boards so read equal its outputs on the images, and the classifier is restored."""
+def small_boards():
+    """Six 4x4 boards over 20 random images (5 a digit): the boards and the images' digits."""
     puzzles, solutions = generate_puzzles(6, 2, seed=0)
     rng = np.random.default_rng(0)
     digits = np.repeat(np.arange(1, 5), 5).astype(np.uint8)
     images = rng.integers(0, 255, size=(len(digits), 28, 28)).astype(np.uint8)
-    boards = build_visual_boards(puzzles, solutions, images, digits, 2, seed=0)
+    return build_visual_boards(puzzles, solutions, images, digits, 2, seed=0), digits
+
+
+def test_readings_once_gives_the_classifiers_answers_and_puts_it_back():
+    """proofread reads each pool image once (training.readings_once): the solver's outputs on
+    the boards so read equal its outputs on the images, and the classifier is restored."""
+    boards, digits = small_boards()
     torch.manual_seed(0)
     classifier = LeNet(4)
     model = VisualSolver(classifier, SymbolicSolver(2, m=8, aux=2))
@@ -165,11 +170,7 @@ def test_features_once_gives_the_readers_answers_and_puts_it_back():
     """A CNN ensemble tuned on its heads alone (training.features_once, the tune epochs): the
     solver's outputs on the boards so read equal its outputs on the images, only the heads'
     parameters are seen, and the reader is restored with them."""
-    puzzles, solutions = generate_puzzles(6, 2, seed=0)
-    rng = np.random.default_rng(0)
-    digits = np.repeat(np.arange(1, 5), 5).astype(np.uint8)
-    images = rng.integers(0, 255, size=(len(digits), 28, 28)).astype(np.uint8)
-    boards = build_visual_boards(puzzles, solutions, images, digits, 2, seed=0)
+    boards, digits = small_boards()
     torch.manual_seed(0)
     reader = DigitReader(4, n_nets=2, width=8, feature_dim=16)
     model = VisualSolver(reader, SymbolicSolver(2, m=8, aux=2))

@@ -414,20 +414,27 @@ def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(w
         assert torch.equal(value, trained.state_dict()[name]), name
 
 
-def test_the_tune_epochs_move_the_classifier_alone(workdir, ungrounded_run, tmp_path):
-    """train.tune_epochs: after the end-to-end epochs (here with the classifier frozen), the
-    classifier learns through SATNet and SATNet stays as those epochs left it: the same S as a
-    run without tune epochs, another classifier, and tune_ curves on the dev boards."""
+def trained_without_and_with_a_tune_epoch(ungrounded_run, tmp_path, tune_lr, **paths) -> dict:
+    """The train stage with the classifier frozen, run with 0 and 1 tune epochs: {0: model, 1: model};
+    metrics in tmp_path/m0, m1; `paths` replace the command's (classifier=...)."""
     from satground.models import load_solver
     models = {}
     for tune in (0, 1):
         params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0, "tune_epochs": tune,
-                                      "tune_lr": 1e-3}}
+                                      "tune_lr": tune_lr}}
         (tmp_path / f"tune{tune}.yaml").write_text(yaml.safe_dump(params))
         stage("train").main(declared("train", params=tmp_path / f"tune{tune}.yaml",
                                      prepared=ungrounded_run["blind"], model_out=tmp_path / f"tune{tune}.pt",
-                                     metrics_out=tmp_path / f"m{tune}"))
+                                     metrics_out=tmp_path / f"m{tune}", **paths))
         models[tune] = load_solver(tmp_path / f"tune{tune}.pt")
+    return models
+
+
+def test_the_tune_epochs_move_the_classifier_alone(workdir, ungrounded_run, tmp_path):
+    """train.tune_epochs: after the end-to-end epochs (here with the classifier frozen), the
+    classifier learns through SATNet and SATNet stays as those epochs left it: the same S as a
+    run without tune epochs, another classifier, and tune_ curves on the dev boards."""
+    models = trained_without_and_with_a_tune_epoch(ungrounded_run, tmp_path, 1e-3)
     assert torch.equal(models[0].solver.satnet.S, models[1].solver.satnet.S)
     assert not torch.equal(models[0].classifier.conv1.weight, models[1].classifier.conv1.weight)
     assert read(tmp_path / "m1" / "info.json")["tune"]["dev_blank_cells"] >= 0
@@ -438,19 +445,10 @@ def test_the_tune_epochs_move_the_classifier_alone(workdir, ungrounded_run, tmp_
 def test_the_tune_epochs_move_a_cnn_ensembles_heads_alone(workdir, ungrounded_run, tmp_path):
     """distill.classifier clusterer: the classifier is a CNN ensemble; the tune epochs move its
     nets' output layers, read through features once, and nothing else (bodies, SATNet)."""
-    from satground.models import load_solver
     torch.manual_seed(0)
-    reader = DigitReader(K, n_nets=2, width=8, feature_dim=16)
-    save_classifier(reader, tmp_path / "reader.pt")
-    models = {}
-    for tune in (0, 1):
-        params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0, "tune_epochs": tune,
-                                      "tune_lr": 1e-2}}
-        (tmp_path / f"tune{tune}.yaml").write_text(yaml.safe_dump(params))
-        stage("train").main(declared("train", params=tmp_path / f"tune{tune}.yaml",
-                                     prepared=ungrounded_run["blind"], classifier=tmp_path / "reader.pt",
-                                     model_out=tmp_path / f"tune{tune}.pt", metrics_out=tmp_path / f"m{tune}"))
-        models[tune] = load_solver(tmp_path / f"tune{tune}.pt")
+    save_classifier(DigitReader(K, n_nets=2, width=8, feature_dim=16), tmp_path / "reader.pt")
+    models = trained_without_and_with_a_tune_epoch(ungrounded_run, tmp_path, 1e-2,
+                                                   classifier=tmp_path / "reader.pt")
     assert isinstance(models[1].classifier, DigitReader)
     assert torch.equal(models[0].solver.satnet.S, models[1].solver.satnet.S)
     before, after = models[0].classifier.state_dict(), models[1].classifier.state_dict()
