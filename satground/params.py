@@ -366,9 +366,9 @@ class Params:
                 what = f"'distill.{moved[0]}'" if moved else "'distill.checkpoint'"
                 raise PipelineError(f"{where}: {what} (the clustering ablation) trains LeNet: it needs "
                                     f"'distill.classifier: lenet'")
-        if self.distill.classifier == "clusterer" and self.reread.keep_classifier:
-            raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
-                                f"needs 'distill.classifier: lenet'")
+            if self.reread.keep_classifier:
+                raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
+                                    f"needs 'distill.classifier: lenet'")
         if not self.rule_aware and self.rule_reading():
             setting, why = self.rule_reading()[0]
             raise PipelineError(f"{where}: '{setting}' reads the Sudoku rules ({why}), but "

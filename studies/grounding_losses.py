@@ -57,10 +57,10 @@ from pathlib import Path
 import torch
 
 from common import REPO, append_rows, markdown, read_rows, true_permutation
+from satground.classifier import load_classifier
 from satground.data import load_boards, load_truth
 from satground.grounding import hard_permutation, is_permutation
 from satground.io import seed_everything
-from satground.classifier import load_classifier
 from satground.losses import APPROXMAX, LOSSES, GroundingLoss
 from satground.metrics import output_metrics, solution_metrics
 from satground.models import SymbolicSolver, VisualSolver
