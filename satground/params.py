@@ -254,19 +254,12 @@ class Reread:
     keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
                                  "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
-    choose_on_dev: bool = knob(False, "the new reader replaces the classifier only if the model "
-                               "then solves more dev boards (every blank right, checked as "
-                               "evaluate.check_folds checks; blank-cell labels alone; ours); "
-                               "false: it always replaces it")
     seed: int = seed_knob("the released givens and the reader's initialisation")
 
     def check(self, where: str) -> None:
         if self.keep_classifier and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "
                                 f"got {self.reader!r}")
-        if self.choose_on_dev and self.reader == "none":
-            raise PipelineError(f"{where}: 'reread.choose_on_dev' chooses between the classifier "
-                                f"and a new reader; 'reread.reader' is 'none'")
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,6 @@ without any input label:
    retrained from scratch (`lenet`), then put in the classifier's place in front of SATNet.
 
 At test time SATNet also checks the readings of a board's own givens: satground.check.
-With `reread.choose_on_dev` the new reader replaces the classifier only where the model then
-solves more dev boards (`dev_blank_boards`): the dev boards' blank-cell labels, the kind of label
-training sees, never a given's.
 
 Nothing here reads an input label or the Sudoku rules: the rules come from the trained SATNet.
 """
@@ -33,9 +30,8 @@ from torch import nn
 from . import lenet
 from .data import Boards
 from .digitcnn import DigitReader, deskew, train_digit_cnns
-from .check import Checked, log_inference
+from .check import log_inference
 from .models import VisualSolver
-from .training import evaluate_outputs
 
 
 CONTEXTS = ("givens", "solution")
@@ -121,22 +117,3 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
     finally:
         torch.set_num_threads(threads)
     raise ValueError(f"reader must be 'cnn' or 'lenet', got {kind!r}")
-
-
-def dev_blank_boards(model: VisualSolver, dev: Boards, folds: int, batch_size: int) -> float:
-    """Share of the dev boards whose blank cells the model gets all right, its readings checked
-    as `evaluate` checks them (`folds` 0: as solved): scored by the blank cells' labels alone."""
-    scored = Checked(model, folds) if folds else model
-    return evaluate_outputs(scored, dev, batch_size, torch.device("cpu"), desc="dev")["blank_boards"]
-
-
-def choose_on_dev(trained: VisualSolver, reread: VisualSolver, dev: Boards, folds: int,
-                  batch_size: int) -> tuple[VisualSolver, str, dict[str, float]]:
-    """(the model kept, "reader" or "classifier", both dev_blank_boards): the re-read model
-    unless train's own solves more dev boards; a tie keeps the re-read model."""
-    scores = {"classifier": dev_blank_boards(trained, dev, folds, batch_size),
-              "reader": dev_blank_boards(reread, dev, folds, batch_size)}
-    if scores["reader"] >= scores["classifier"]:
-        return reread, "reader", scores
-    return trained, "classifier", scores
-

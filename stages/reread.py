@@ -4,7 +4,7 @@ See satground.reread. The trained solver's SATNet infers released givens of the 
 (from the other givens, or with `reread.context: solution` from those and the blank cells'
 training labels); their votes and the classifier's reading give each training image a
 pseudo-label; a new reader (`reread.reader`) trained on them replaces the classifier in front of
-the unchanged SATNet (with `reread.choose_on_dev`, only if the model then solves more dev boards).
+the unchanged SATNet.
 `reread.reader: none` keeps train's solver as it is (the paper). The true digits of the dev
 boards' images (dev_truth.pt, "image_labels") are read only to report how well the classifier
 and the new reader read them; no truth of the training or test images is read.
@@ -18,7 +18,7 @@ from satground.io import save_all, seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, checkpoint, load_solver
 from satground.params import load_params
-from satground.reread import choose_on_dev, pseudo_labels, satnet_votes, train_reader
+from satground.reread import pseudo_labels, satnet_votes, train_reader
 from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments
 from satground.tracking import StageReport
@@ -42,7 +42,7 @@ def main(argv=None):
     dev_truth = load_image_labels(args.prepared, "dev", dev_pool)  # reporting only
     report = StageReport(args.metrics_out)  # after every input is read: its clock starts here
 
-    info = {"reader": cfg.reader, "context": cfg.context, "kept": "classifier",
+    info = {"reader": cfg.reader, "context": cfg.context,
             "classifier_dev_accuracy": accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)}
     if cfg.reader != "none":
         generator = seed_everything(cfg.seed)
@@ -52,22 +52,17 @@ def main(argv=None):
         reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
                               cfg.epochs, cfg.nets, cfg.seed,
                               keep=model.classifier if cfg.keep_classifier else None)
+        model = VisualSolver(reader, model.solver)
         info.update({
             "votes_per_image": counts[train_pool].mean().item(),
             # label free: how often SATNet's votes overrule the classifier's reading
             "pseudo_labels_changed": (labels != reading[train_pool].argmax(1)).float().mean().item(),
         })
-        reread = VisualSolver(reader, model.solver)
-        if cfg.choose_on_dev:
-            model, info["kept"], info["dev_blank_boards"] = choose_on_dev(
-                model, reread, dev, params.evaluate.check_folds, cfg.batch_size)
-        else:
-            model, info["kept"] = reread, "reader"
     info["reader_dev_accuracy"] = accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)
     save_all({args.model_out: checkpoint(model)})
     report.finish({"reader_acc": info["reader_dev_accuracy"]}, info)
-    print(f"reread ({cfg.reader}, kept: {info['kept']}): dev images read right "
-          f"{info['classifier_dev_accuracy']} -> {info['reader_dev_accuracy']} -> {args.model_out}")
+    print(f"reread ({cfg.reader}): dev images read right {info['classifier_dev_accuracy']} -> "
+          f"{info['reader_dev_accuracy']} -> {args.model_out}")
 
 
 if __name__ == "__main__":

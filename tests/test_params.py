@@ -82,8 +82,6 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
     ("train:\n  epochs: 3\n  decay_epochs: 4\n", "'train.decay_epochs' (4) exceeds 'train.epochs' (3)"),
     ("reread:\n  reader: lenet\n  keep_classifier: true\n",
      "'reread.keep_classifier' needs 'reread.reader: cnn', got 'lenet'"),
-    ("reread:\n  reader: none\n  choose_on_dev: true\n",
-     "'reread.choose_on_dev' chooses between the classifier and a new reader; 'reread.reader' is 'none'"),
     ("satnet:\n  lr: .nan\n", "'satnet.lr' must be a finite number"),
 ])
 def test_bad_values_are_refused_in_one_line_naming_the_key(tmp_path, text, problem):

@@ -1,7 +1,5 @@
 """The re-read step: SATNet's votes reach exactly the released givens, hide them from SATNet,
 and correct a misreading classifier; the new reader survives a solver checkpoint."""
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
@@ -12,7 +10,7 @@ from satground.digitcnn import DigitReader
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.check import Checked, checked_readings
-from satground.reread import choose_on_dev, dev_blank_boards, pseudo_labels, satnet_votes, train_reader
+from satground.reread import pseudo_labels, satnet_votes, train_reader
 from satground.sudoku import generate_puzzles
 
 K = 4
@@ -233,37 +231,3 @@ def test_the_checked_solve_averages_independent_random_starts():
         solves = [model.solver(z, boards.is_input) for _ in range(3)]
     assert not torch.allclose(solves[0], solves[1], atol=1e-4)  # the starts differ
     assert torch.allclose(out, sum(solves) / 3, atol=1e-6)
-
-
-class ReadingSolver(OracleSolver):
-    """Answers a board's blank cells right only where it read every given right, else with
-    digit 1 everywhere: a board is solved exactly when its givens are read right (one batch
-    holds every board)."""
-
-    def forward(self, z_in, is_input):
-        z, truth = z_in.reshape(len(z_in), -1, K), self.truth.reshape(len(z_in), -1, K)
-        misread = ((z.argmax(2) != truth.argmax(2)) & is_input).any(1)
-        wrong = torch.zeros_like(truth)
-        wrong[..., 0] = 1.0
-        return torch.where(misread[:, None, None], wrong, truth).reshape(len(z_in), -1)
-
-
-def test_the_dev_choice_keeps_the_model_that_solves_more_dev_boards_by_blank_labels_alone():
-    """reread.choose_on_dev: each model is scored by the dev boards whose blank cells it gets
-    all right (their labels alone: the givens' labels are hidden), the better one is kept, a tie
-    keeps the re-read model."""
-    boards, digits, solutions = boards_with_index_images()
-    right = 4.0 * torch.nn.functional.one_hot(digits, K).float()
-    misread = right.clone()
-    misread[::5] = 4.0 * torch.nn.functional.one_hot((digits[::5] + 1) % K, K).float()
-    hidden = replace(boards, labels=torch.where(boards.is_input, 0, boards.labels))
-    solver = ReadingSolver(solutions)
-    good, bad = (VisualSolver(IndexReader(logits), solver) for logits in (right, misread))
-    assert dev_blank_boards(good, hidden, folds=0, batch_size=100) == 1.0
-    assert dev_blank_boards(bad, hidden, folds=0, batch_size=100) < 1.0
-    kept, name, scores = choose_on_dev(bad, good, hidden, folds=0, batch_size=100)
-    assert kept is good and name == "reader" and scores["reader"] > scores["classifier"]
-    kept, name, _ = choose_on_dev(good, bad, hidden, folds=0, batch_size=100)
-    assert kept is good and name == "classifier"
-    kept, name, _ = choose_on_dev(good, good, hidden, folds=0, batch_size=100)
-    assert name == "reader"

@@ -390,17 +390,6 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
     for before, after in ((trained.classifier, kept.classifier), (trained.solver, kept.solver)):
         for name, value in before.state_dict().items():
             assert torch.equal(value, after.state_dict()[name]), name
-    # reread.choose_on_dev: the model that solves more dev boards is the one written
-    (tmp_path / "choose.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS.get("reread", {}),
-                                                                                "choose_on_dev": True}}))
-    stage("reread").main(declared("reread", params=tmp_path / "choose.yaml", model_out=tmp_path / "chosen.pt",
-                                  metrics_out=tmp_path / "mc"))
-    info = json.loads((tmp_path / "mc/info.json").read_text())
-    scores = info["dev_blank_boards"]
-    assert set(scores) == {"classifier", "reader"} and all(0 <= v <= 1 for v in scores.values())
-    assert info["kept"] == ("reader" if scores["reader"] >= scores["classifier"] else "classifier")
-    chosen = load_solver(tmp_path / "chosen.pt")
-    assert isinstance(chosen.classifier, DigitReader if info["kept"] == "reader" else LeNet)
 
 
 def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(workdir, ungrounded_run,
