@@ -173,8 +173,11 @@ def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, ba
     """metrics.board_metrics of the model's predictions against the true full solutions
     (N, C): for final test scores (evaluate, the baselines at their end), never for training. A model that
     speaks clusters (the grounding phase's) is read through `perm` at given cells and
-    `output_perm` at the others (perm everywhere when output_perm is None)."""
-    probs = predict(model, boards, batch_size, device)
+    `output_perm` at the others (perm everywhere when output_perm is None). A visual model's
+    classifier reads each pool image once (readings_once), not each given cell that shows it."""
+    visual = isinstance(model, VisualSolver)
+    with readings_once(model, boards) if visual else nullcontext((boards,)) as (boards,):
+        probs = predict(model, boards, batch_size, device)
     digits = predicted_digits(probs, boards.n_digits, perm)
     if output_perm is not None:
         digits = torch.where(boards.is_input, digits, predicted_digits(probs, boards.n_digits, output_perm))

@@ -10,7 +10,9 @@ from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_tra
                               checkpoint, load_solver, solver_config)
 from satground.sudoku import generate_puzzles
 from satground.digitcnn import DigitReader
-from satground.training import features_once, predict, readings_once
+from satground.check import Checked
+from satground.metrics import solution_metrics
+from satground.training import features_once, predicted_digits, predict, readings_once, solution_scores
 
 torch.set_num_threads(1)
 K, C = 4, 16  # 4x4 boards
@@ -185,3 +187,35 @@ def test_features_once_gives_the_readers_answers_and_puts_it_back():
         cached = predict(model, read, 3, cpu)
     assert model.classifier is reader
     assert torch.allclose(direct, cached, atol=1e-5)
+
+
+class CountingReader(DigitReader):
+    """A DigitReader that counts the images it is shown."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = 0
+
+    def forward(self, images):
+        self.seen += len(images)
+        return super().forward(images)
+
+
+def test_test_scores_read_each_pool_image_once_and_equal_reading_each_cell():
+    """evaluate's scores (training.solution_scores), plain and checked: the classifier reads the
+    pool's images once, not once per given cell, and the scores are those of reading each cell."""
+    boards, digits = small_boards()
+    torch.manual_seed(0)
+    reader = CountingReader(4, n_nets=2, width=8, feature_dim=16)
+    cpu, solution = torch.device("cpu"), torch.as_tensor(boards.labels).long()
+    for model in (VisualSolver(reader, SymbolicSolver(2, m=8, aux=2)),):
+        for scored in (model, Checked(model, folds=2)):
+            torch.manual_seed(1)
+            per_cell = solution_metrics(predicted_digits(predict(scored, boards, 3, cpu), 4), solution, boards)
+            reader.seen = 0
+            torch.manual_seed(1)
+            once = solution_scores(scored, boards, solution, 3, cpu)
+            assert reader.seen == len(digits) < int(boards.is_input.sum())
+            assert scored.classifier is reader
+            assert once == per_cell
+
