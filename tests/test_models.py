@@ -208,14 +208,13 @@ def test_test_scores_read_each_pool_image_once_and_equal_reading_each_cell():
     torch.manual_seed(0)
     reader = CountingReader(4, n_nets=2, width=8, feature_dim=16)
     cpu, solution = torch.device("cpu"), torch.as_tensor(boards.labels).long()
-    for model in (VisualSolver(reader, SymbolicSolver(2, m=8, aux=2)),):
-        for scored in (model, Checked(model, folds=2)):
-            torch.manual_seed(1)
-            per_cell = solution_metrics(predicted_digits(predict(scored, boards, 3, cpu), 4), solution, boards)
-            reader.seen = 0
-            torch.manual_seed(1)
-            once = solution_scores(scored, boards, solution, 3, cpu)
-            assert reader.seen == len(digits) < int(boards.is_input.sum())
-            assert scored.classifier is reader
-            assert once == per_cell
-
+    model = VisualSolver(reader, SymbolicSolver(2, m=8, aux=2))
+    for scored in (model, Checked(model, folds=2)):
+        torch.manual_seed(1)
+        per_cell = solution_metrics(predicted_digits(predict(scored, boards, 3, cpu), 4), solution, boards)
+        reader.seen = 0
+        torch.manual_seed(1)
+        once = solution_scores(scored, boards, solution, 3, cpu)
+        assert reader.seen == len(digits) < int(boards.is_input.sum())
+        assert scored.classifier is reader
+        assert once == per_cell
