@@ -277,6 +277,10 @@ class Evaluate:
                             "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
     starts: int = knob(1, "the check rows' final solve: SATNet's outputs averaged over this many "
                        "random starts (ours); 1 = one start", low=1, high=64)
+    views: int = knob(1, "our model's readers read each test image in this many fixed views, their "
+                      "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
+                      "6-degree rotations (ours; satground/views.py); 1 = the image alone (the paper)",
+                      choices=(1, 5, 7))
 
 
 @dataclass(frozen=True)

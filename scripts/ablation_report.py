@@ -56,6 +56,8 @@ SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster.", "rule_aware"), "misla
 
 # the seeds table: evaluate's board metrics (metrics/evaluate/metrics.json) -> what they measure
 BOARD_METRICS = {"boards": "exact, as trained", "blank_boards": "every blank right, as trained",
+                 "boards_views": "exact, as trained, test-time views",
+                 "blank_boards_views": "every blank right, as trained, test-time views",
                  "boards_reread": "exact, re-read", "blank_boards_reread": "every blank right, re-read",
                  "boards_pr": "exact, final reader + proofreader",
                  "blank_boards_pr": "every blank right, final reader + proofreader",

@@ -1,7 +1,9 @@
 """Evaluation on the test boards: our model as trained, re-read (unless `reread.reader` is none)
 and with proofreader (unless `proofread.epochs` is 0), the final model again with SATNet
 checking the givens' readings (unless `evaluate.check_folds` is 0), the self-grounded phase, and
-the results table (paper Tables 1 and 3) with the baselines' rows.
+the results table (paper Tables 1 and 3) with the baselines' rows. With `evaluate.views` > 1 our
+model's readers read each image in that many views (satground/views.py) in every row of ours,
+and the model as trained is also scored reading each image once (the paper's row).
 
 The only stage of our method that reads the test solution and the evaluation truth: board
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
@@ -19,13 +21,14 @@ from satground.grounding import hard_permutation, load_permutation
 from satground.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy, markdown_table
-from satground.models import load_solver
+from satground.models import VisualSolver, load_solver
 from satground.params import load_params
 from satground.check import Checked
 from satground.satnet import check_setup
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
+from satground.views import ReaderViews
 
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
 PAPER = {
@@ -95,15 +98,22 @@ def main(argv=None):
     report = StageReport(args.metrics_out)
 
     reread, folds, starts = params.reread.reader != "none", params.evaluate.check_folds, params.evaluate.starts
+    views = params.evaluate.views
     final = "reread" if reread else "no_proofreader"  # the proofreader sits on the final reader
     if solvers["proofreader"].solver.proofreader is None:  # proofread.epochs 0: none, no rows
         del solvers["proofreader"]
+    if views > 1:  # ours: every reader of our model reads in views; the paper's one look kept as a row
+        solvers["one_view"] = solvers["no_proofreader"]
+        for name in ("no_proofreader", "reread", "proofreader"):
+            if name in solvers:
+                model = solvers[name]
+                solvers[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
         solvers["checked"] = Checked(solvers[final], folds, starts)
         if "proofreader" in solvers:
             solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
     ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
-            for name in ("no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
+            for name in ("one_view", "no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
             if name in solvers and (reread or name != "reread")}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
     ground_model = solvers["ground"].to(device)
@@ -130,8 +140,11 @@ def main(argv=None):
     for view in ("grounded", "ungrounded"):
         for key, value in baselines.get(view, {}).items():
             rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
-    rows[("Ours", "ungrounded", "no")] = ours["no_proofreader"]
-    name = "Ours + re-read" if reread else "Ours"
+    seen = f" + {views} views" if views > 1 else ""
+    if views > 1:
+        rows[("Ours", "ungrounded", "no")] = ours["one_view"]
+    rows[("Ours" + seen, "ungrounded", "no")] = ours["no_proofreader"]
+    name = ("Ours + re-read" if reread else "Ours") + seen
     rows[(name, "ungrounded", "no")] = ours[final]
     if "proofreader" in ours:
         rows[(name, "ungrounded", "yes")] = ours["proofreader"]
@@ -149,12 +162,16 @@ def main(argv=None):
         table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
-    plain, proofread = ours["no_proofreader"], ours.get("proofreader", {})
+    plain, proofread = ours.get("one_view", ours["no_proofreader"]), ours.get("proofreader", {})
+    in_views = ours["no_proofreader"] if views > 1 else {}
     reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
     proofread_checked = ours.get("proofreader_checked", {})
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
                    "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
                    "visual": plain["visual_accuracy"],
+                   "boards_views": in_views.get("board_accuracy"),
+                   "blank_boards_views": in_views.get("blank_board_accuracy"),
+                   "visual_views": in_views.get("visual_accuracy"),
                    "boards_reread": reread_scores.get("board_accuracy"),
                    "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
                    "visual_reread": reread_scores.get("visual_accuracy"),
@@ -169,6 +186,7 @@ def main(argv=None):
                   info={"grounding": grounding})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
+          + (f"{100 * in_views['board_accuracy']:.1f} % in {views} views, " if in_views else "")
           + (f"{100 * reread_scores['board_accuracy']:.1f} % re-read, " if reread else "")
           + (f"{100 * proofread['board_accuracy']:.1f} % with proofreader, " if proofread else "")
           + (f"{100 * checked['board_accuracy']:.1f} % checked by SATNet; " if folds else "")

@@ -502,6 +502,27 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         assert injection[model]["0"]["unsolvable"]["n_boards"] == 0
 
 
+def test_views_read_every_row_of_ours_and_keep_the_papers_single_look(workdir, ungrounded_run, tmp_path):
+    """evaluate.views 5: our rows read each image in five views; the model as trained is also
+    scored reading each image once, and those scores are the ones evaluate gives with views 1."""
+    scored = {}
+    for views in (1, 5):
+        params = {**PARAMS, "evaluate": {**PARAMS["evaluate"], "views": views}}
+        (tmp_path / f"p{views}.yaml").write_text(yaml.safe_dump(params))
+        stage("evaluate").main(declared("evaluate", params=tmp_path / f"p{views}.yaml",
+                                        table_out=tmp_path / f"r{views}.md", csv_out=tmp_path / f"r{views}.csv",
+                                        metrics_out=tmp_path / f"m{views}") + ["--skip-baselines"])
+        scored[views] = read(tmp_path / f"m{views}" / "scores.json"), read(tmp_path / f"m{views}" / "metrics.json")
+    (one, one_headline), (five, five_headline) = scored[1], scored[5]
+    assert "one_view" not in one and not {"boards_views", "visual_views"} & set(one_headline)
+    assert five["one_view"] == one["no_proofreader"]
+    assert five_headline["boards"] == one_headline["boards"]
+    assert five_headline["boards_views"] == round(five["no_proofreader"]["board_accuracy"], 4)
+    models = [row.split(",")[0] for row in (tmp_path / "r5.csv").read_text().splitlines()[1:]]
+    assert models[:3] == ["Ours", "Ours + 5 views", "Ours + re-read + 5 views"]
+    assert "Ours + re-read + 5 views + check" in models
+
+
 def test_zero_proofreader_epochs_train_no_proofreader(workdir, ungrounded_run, tmp_path):
     """baseline_nonvisual.proofread_epochs 0 means none, as for the visual baselines: no
     proofreader is trained, saved or scored, and error_injection has no proofreader rows."""

@@ -1,0 +1,69 @@
+"""Test-time views of a digit reader (ours, beyond the paper; `evaluate.views`).
+
+A board is solved only if every one of its ~36 givens is read right, so one misread image costs
+every board that shows it. The reader here reads each image in a few fixed, slightly moved
+copies and averages its probabilities over them: the plain image, its four one-pixel shifts,
+then its rotations by -6 and +6 degrees (`views` N takes the first N; 1 is the plain image
+alone, the paper's reading). The copies are small against the training augmentation of the CNN
+readers (shifts of 2 pixels, rotations of 10 degrees), so each is an image the reader has
+learned to read. Nothing is drawn at random: the same reader gives the same readings.
+
+A DigitReader's views are taken of the deskewed image (its deskew re-centres the image, which
+would undo a shift made before it); LeNet's of the image itself. The wrapper holds no weights of
+its own and is never saved: it is put in front of a trained reader at test time only.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .digitcnn import DigitReader, deskew
+from .lenet import image_batch
+
+# (rotation in degrees, shift right, shift down in pixels), in the order `views` takes them
+VIEWS = ((0.0, 0, 0), (0.0, 1, 0), (0.0, -1, 0), (0.0, 0, 1), (0.0, 0, -1), (-6.0, 0, 0), (6.0, 0, 0))
+
+
+def view(x: torch.Tensor, degrees: float, right: int, down: int) -> torch.Tensor:
+    """x (B, 1, H, W) rotated about its centre and moved by whole pixels (bilinear, zeros outside)."""
+    if (degrees, right, down) == (0.0, 0, 0):
+        return x
+    b, _, h, w = x.shape
+    a = math.radians(degrees)
+    # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / size wide
+    theta = torch.tensor([[math.cos(a), -math.sin(a), -2.0 * right / w],
+                          [math.sin(a), math.cos(a), -2.0 * down / h]], dtype=x.dtype)
+    grid = F.affine_grid(theta.expand(b, 2, 3), list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+
+
+def mean_over_views(net: nn.Module, x: torch.Tensor, views: int) -> torch.Tensor:
+    """(B, K) mean softmax of `net` over the first `views` views of x (B, 1, H, W)."""
+    return torch.stack([F.softmax(net(view(x, *v)), dim=1) for v in VIEWS[:views]]).mean(0)
+
+
+class ReaderViews(nn.Module):
+    """`reader` (a DigitReader or LeNet, frozen) reading each image in `views` views: returns the
+    log of its mean probabilities, as a DigitReader does, so a softmax gives them back."""
+
+    def __init__(self, reader: nn.Module, views: int):
+        super().__init__()
+        if not 1 <= views <= len(VIEWS):
+            raise ValueError(f"views must be 1..{len(VIEWS)}, got {views!r}")
+        self.reader, self.views, self.n_classes = reader, views, reader.n_classes
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
+        x = image_batch(images)
+        if isinstance(self.reader, DigitReader):
+            straight = deskew(x[:, 0])
+            probs = torch.stack([mean_over_views(net, straight, self.views)
+                                 for net in self.reader.nets]).mean(0)
+            if self.reader.lenet is not None:  # its half of the opinion, read as LeNet reads
+                probs = (probs + mean_over_views(self.reader.lenet, x, self.views)) / 2
+        else:
+            probs = mean_over_views(self.reader, x, self.views)
+        return probs.clamp_min(1e-12).log()

@@ -1,0 +1,90 @@
+"""Test-time views of a reader (satground/views.py, `evaluate.views`)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from satground.digitcnn import DigitReader, deskew
+from satground.io import PipelineError
+from satground.lenet import LeNet
+from satground.params import Params, parse_params
+from satground.views import VIEWS, ReaderViews, view
+
+
+def digits(n=6, seed=0):
+    """uint8 (n, 28, 28) blobs away from the border, so a small move loses no ink."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.zeros(n, 28, 28, dtype=torch.uint8)
+    x[:, 6:22, 8:20] = torch.randint(0, 256, (n, 16, 12), generator=gen, dtype=torch.uint8)
+    return x
+
+
+def test_a_shift_view_moves_every_pixel_by_one_and_fills_zeros():
+    x = torch.rand(3, 1, 28, 28)
+    right = torch.zeros_like(x)
+    right[..., 1:] = x[..., :-1]
+    down = torch.zeros_like(x)
+    down[..., 1:, :] = x[..., :-1, :]
+    torch.testing.assert_close(view(x, 0.0, 1, 0), right, atol=1e-5, rtol=0)
+    torch.testing.assert_close(view(x, 0.0, 0, 1), down, atol=1e-5, rtol=0)
+    assert view(x, 0.0, 0, 0) is x
+
+
+def test_a_rotation_view_turns_about_the_centre():
+    """90 degrees maps pixel centres onto pixel centres: a quarter turn of the array, exactly;
+    and the views' rotations are the small angles both ways."""
+    x = torch.rand(2, 1, 28, 28)
+    turned = view(x, 90.0, 0, 0)
+    assert any(torch.allclose(turned, torch.rot90(x, k, dims=(2, 3)), atol=1e-5) for k in (1, 3))
+    assert sorted(v[0] for v in VIEWS if v[0]) == [-6.0, 6.0]
+
+
+@pytest.mark.parametrize("kind", ["cnn", "lenet"])
+def test_one_view_is_the_readers_own_reading(kind):
+    torch.manual_seed(0)
+    reader = (DigitReader(9, n_nets=2, width=8, feature_dim=16) if kind == "cnn" else LeNet(9)).eval()
+    images = digits()
+    plain = F.log_softmax(reader(images), 1)
+    torch.testing.assert_close(ReaderViews(reader, 1)(images), plain, atol=1e-5, rtol=1e-5)
+
+
+def test_seven_views_average_each_net_over_the_moved_deskewed_images():
+    """The mean over views and nets of each net's softmax on the deskewed image moved: built
+    here by integer rolls of the padded deskewed image for the shifts, so it does not go through
+    `view` for them."""
+    torch.manual_seed(1)
+    reader = DigitReader(9, n_nets=2, width=8, feature_dim=16).eval()
+    images = digits()
+    x = deskew(images)
+
+    def moved(dx, dy):
+        padded = F.pad(x, (2, 2, 2, 2))
+        return torch.roll(padded, shifts=(dy, dx), dims=(2, 3))[..., 2:-2, 2:-2]
+
+    copies = [x, moved(1, 0), moved(-1, 0), moved(0, 1), moved(0, -1), view(x, -6.0, 0, 0), view(x, 6.0, 0, 0)]
+    with torch.no_grad():
+        expected = torch.stack([F.softmax(net(c), 1) for net in reader.nets for c in copies]).mean(0)
+        got = ReaderViews(reader, 7)(images).exp()
+        five = ReaderViews(reader, 5)(images).exp()
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(five, got)  # the rotations count
+    torch.testing.assert_close(got.sum(1), torch.ones(len(images)))
+
+
+def test_a_reader_with_a_lenet_half_reads_it_in_views_too():
+    torch.manual_seed(2)
+    reader = DigitReader(9, n_nets=1, width=8, feature_dim=16, lenet=True).eval()
+    images = digits()
+    with torch.no_grad():
+        cnn = ReaderViews(DigitReader(9, n_nets=1, width=8, feature_dim=16).eval(), 5)
+        cnn.reader.nets.load_state_dict(reader.nets.state_dict())
+        lenet = ReaderViews(reader.lenet, 5)
+        expected = (cnn(images).exp() + lenet(images).exp()) / 2
+        torch.testing.assert_close(ReaderViews(reader, 5)(images).exp(), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_views_must_be_a_known_count():
+    with pytest.raises(ValueError):
+        ReaderViews(LeNet(9), 8)
+    with pytest.raises(PipelineError, match="evaluate.views"):
+        parse_params({"evaluate": {"views": 3}})
+    assert Params().evaluate.views == 1  # the paper's reading unless a profile asks
