@@ -77,7 +77,10 @@ def table() -> str:
                 values = [final(r["metrics"], metric) for r in runs[profile]]
             else:  # a metric older records lack (read in one view: none of their own)
                 values = [r["metrics"][metric] for r in runs[profile] if r["metrics"].get(metric) is not None]
-            cells.append(spread(values) if values else "not run" if not runs[profile] else "not measured")
+            cell = spread(values) if values else "not run" if not runs[profile] else "not measured"
+            if values and len(values) < len(runs[profile]):
+                cell += f" ({len(values)} of {len(runs[profile])} seeds)"
+            cells.append(cell)
         lines.append(f"| {row} | " + " | ".join(cells) + f" | {paper} |")
     perm = [f"{sum(bool(r['metrics']['perm_right']) for r in runs[p])} of {len(runs[p])}" if runs[p] else "not run"
             for p in CONFIGURATIONS]
