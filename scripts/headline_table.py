@@ -59,11 +59,14 @@ def read_run(folder: Path) -> dict:
             "epochs": record.params["train"]["epochs"], "dev": record.params["data"].get("n_dev")}
 
 
-def spread(values: list[float]) -> str:
+def spread(values: list[float], seeds: int | None = None) -> str:
+    """Mean +- sample std in %; says how many of the `seeds` records it covers where not all."""
     values = [100 * v for v in values]
+    note = (f" ({len(values)} of {seeds} seeds)" if seeds and len(values) < seeds
+            else " (1 seed)" if len(values) == 1 else "")
     if len(values) == 1:
-        return f"{values[0]:.1f} (1 seed)"
-    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}"
+        return f"{values[0]:.1f}{note}"
+    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}{note}"
 
 
 def table() -> str:
@@ -77,10 +80,8 @@ def table() -> str:
                 values = [final(r["metrics"], metric) for r in runs[profile]]
             else:  # a metric older records lack (read in one view: none of their own)
                 values = [r["metrics"][metric] for r in runs[profile] if r["metrics"].get(metric) is not None]
-            cell = spread(values) if values else "not run" if not runs[profile] else "not measured"
-            if values and len(values) < len(runs[profile]):
-                cell += f" ({len(values)} of {len(runs[profile])} seeds)"
-            cells.append(cell)
+            cells.append(spread(values, len(runs[profile])) if values
+                         else "not run" if not runs[profile] else "not measured")
         lines.append(f"| {row} | " + " | ".join(cells) + f" | {paper} |")
     perm = [f"{sum(bool(r['metrics']['perm_right']) for r in runs[p])} of {len(runs[p])}" if runs[p] else "not run"
             for p in CONFIGURATIONS]

@@ -34,6 +34,22 @@ def test_a_changed_record_makes_the_readme_table_stale(tmp_path, monkeypatch):
     assert headline.main(["--check", "--readme", str(readme)]) == 1
 
 
+def test_a_metric_some_records_lack_says_how_many_seeds_it_covers(tmp_path, monkeypatch):
+    """`boards_views` exists only in records run with evaluate.views > 1: a row of it names the
+    seeds it covers, and a configuration whose records all lack it says "not measured"."""
+    results = tmp_path / "results" / "cpu9_rules"
+    shutil.copytree(REPO / "results" / "cpu9_rules", results,
+                    ignore=shutil.ignore_patterns("*.png", "epochs1*", "*.jsonl"))
+    monkeypatch.setattr(headline, "ROOT", tmp_path)
+    row = next(line for line in headline.table().splitlines() if "read in views" in line)
+    assert "| not measured |" in row
+    metrics = results / "metrics" / "evaluate" / "metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "boards_views": 0.5}))
+    n = len(list(headline.seed_folders(tmp_path / "results", "cpu9_rules")))
+    row = next(line for line in headline.table().splitlines() if "read in views" in line)
+    assert f"| 50.0 (1 of {n} seeds) |" in row if n > 1 else "| 50.0 (1 seed) |" in row
+
+
 def test_the_results_page_holds_the_seeds_table_as_recorded(tmp_path, monkeypatch):
     seeds = tmp_path / "results" / "cpu9" / "seeds"
     seeds.mkdir(parents=True)
