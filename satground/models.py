@@ -60,14 +60,16 @@ class SymbolicSolver(nn.Module):
 
     def __init__(self, board_size: int, m: int, aux: int, max_iter: int = 40,
                  zero_input_outputs: bool = True, output_softmax: bool = False,
-                 proofreader: bool = False, backend: str = "auto", eps: float = 1e-4):
+                 proofreader: bool = False, backend: str = "auto", eps: float = 1e-4,
+                 backward_sweeps: int | None = None):
         super().__init__()
         self.board_size = board_size
         self.n_digits = board_size ** 2
         self.n_cells = board_size ** 4
         self.output_softmax = output_softmax
         self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter, eps=eps,
-                             zero_input_outputs=zero_input_outputs, backend=backend)
+                             zero_input_outputs=zero_input_outputs, backend=backend,
+                             backward_sweeps=backward_sweeps)
         self.proofreader = Proofreader(self.n_cells, self.n_digits) if proofreader else None
 
     def add_proofreader(self) -> Proofreader:
@@ -147,11 +149,12 @@ def checkpoint(model: nn.Module) -> dict:
 
 
 def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None,
-                solve_sweeps: int | None = None) -> nn.Module:
+                solve_sweeps: int | None = None, backward_sweeps: int | None = None) -> nn.Module:
     """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`; checked against the
     `boards` it will be used with (same board size) and the `kind` a stage needs. With
     `solve_sweeps` (satnet.solve_sweeps) its SATNet runs exactly that many sweeps a solve in eval
-    mode; its checkpoint keeps the training's stopping rule."""
+    mode; its checkpoint keeps the training's stopping rule. `backward_sweeps`
+    (satnet.backward_sweeps): the most sweeps of a backward through it, for a stage that trains."""
     saved = load_torch(path, "solver model")
     if not isinstance(saved, dict) or saved.get("kind") not in ("visual", "symbolic"):
         raise PipelineError(f"{path}: not a solver model file (expected kind visual/symbolic)")
@@ -168,6 +171,7 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
         solver.load_state_dict(saved["solver"])
         check_finite_weights(solver, path, "solver model")
         solver.satnet.solve_sweeps = solve_sweeps
+        solver.satnet.backward_sweeps = backward_sweeps
         if saved["kind"] == "symbolic":
             return solver
         classifier = build_classifier(saved["n_classes"], saved.get("reader"))

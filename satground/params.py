@@ -175,7 +175,11 @@ class Satnet:
     max_iter: int = knob(40, "mixing-method sweeps per forward pass", low=1)
     eps: float = knob(1.0e-4, "a sample's forward stops once a sweep lowers the objective by less "
                       "than eps times its first sweep did (the published rule and value); the "
-                      "backward runs as many sweeps", low=0.0, high=0.5)
+                      "backward runs as many sweeps (at most backward_sweeps)", low=0.0, high=0.5)
+    backward_sweeps: int | None = knob(None, "in training, a sample's backward runs at most this many "
+                                       "sweeps (ours: a cheaper, rougher gradient; "
+                                       "docs/studies/fast-9x9.md); null = as many as its forward "
+                                       "ran (the published rule)", low=1)
     solve_sweeps: int | None = knob(None, "every solve after training (reread's inferences, evaluate's "
                                     "solves and check) runs exactly this many sweeps, no early stop "
                                     "(ours: at eps the vectors are still moving); null = as trained "

@@ -35,7 +35,7 @@ def main(argv=None):
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)
 
     model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                           zero_input_outputs=False).to(device)
+                           zero_input_outputs=False, backward_sweeps=sat.backward_sweeps).to(device)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
         untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too

@@ -44,7 +44,8 @@ def main(argv=None):
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
     solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=args.view == "ungrounded")
+                            zero_input_outputs=args.view == "ungrounded",
+                            backward_sweeps=sat.backward_sweeps)
     model = VisualSolver(LeNet(train.n_digits), solver).to(device)
     optimizer = torch.optim.Adam([
         {"params": solver.parameters(), "lr": sat.lr},

@@ -63,7 +63,8 @@ def main(argv=None):
                             f"boards have {K} digits")
     freeze(classifier)
     solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True, output_softmax=cfg.output_softmax)
+                            zero_input_outputs=True, output_softmax=cfg.output_softmax,
+                            backward_sweeps=sat.backward_sweeps)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 

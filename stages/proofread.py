@@ -27,7 +27,8 @@ def main(argv=None):
     generator = seed_everything(params.seed)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
-    model = load_solver(args.model, boards=train, kind="visual")
+    model = load_solver(args.model, boards=train, kind="visual",
+                        backward_sweeps=params.satnet.backward_sweeps)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # none: the final reader passes on unchanged, without a proofreader
         save_all({args.model_out: checkpoint(model)})

@@ -48,7 +48,7 @@ def main(argv=None):
                             f"boards have {K} digits")
     fold_into_classifier(classifier, perm)
     solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True)
+                            zero_input_outputs=True, backward_sweeps=sat.backward_sweeps)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
     # it working: train a fresh one instead.

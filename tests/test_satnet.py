@@ -321,9 +321,42 @@ def test_degenerate_sample_gets_zero_gradient_not_nan():
     assert (z.grad[1] == 0).all() and (z.grad[0] != 0).any()
 
 
+def test_backward_sweeps_caps_the_backward_alone():
+    """satnet.backward_sweeps: with a cap below the forward's count, the forward is unchanged,
+    the cpu gradient is the reference's under the same cap (the backends agree) and differs from
+    the uncapped one (the cap acts); a cap at the forward's count changes nothing, bit for bit."""
+    z, is_input, w = random_problem(30, 5, 3)
+
+    def grads(backend, cap):
+        torch.manual_seed(0)
+        layer = SATNet(30, 40, 8, backend=backend, max_iter=30, eps=0.0, backward_sweeps=cap)
+        return value_and_grads(layer.double(), z, is_input, w)
+
+    capped, capped_ref, full = grads("cpu", 4), grads("reference", 4), grads("cpu", None)
+    for a, b in zip(capped_ref, capped):
+        assert torch.allclose(a, b, atol=1e-9)
+    assert torch.equal(capped[0], full[0])
+    assert not torch.allclose(capped[1], full[1], atol=1e-6)
+    assert not torch.allclose(capped[2], full[2], atol=1e-6)
+    for a, b in zip(grads("cpu", 30), full):
+        assert torch.equal(a, b)
+
+
+def test_backward_sweeps_reach_the_layer_from_the_solvers(tmp_path):
+    from satground.models import SymbolicSolver, checkpoint, load_solver
+    solver = SymbolicSolver(2, 10, 4, backward_sweeps=3)
+    assert solver.satnet.backward_sweeps == 3 and SymbolicSolver(2, 10, 4).satnet.backward_sweeps is None
+    torch.save(checkpoint(solver), tmp_path / "solver.pt")
+    # a training setting: never saved, given again by the stage that loads the model
+    assert load_solver(tmp_path / "solver.pt").satnet.backward_sweeps is None
+    assert load_solver(tmp_path / "solver.pt", backward_sweeps=7).satnet.backward_sweeps == 7
+
+
 def test_invalid_arguments_are_rejected():
     with pytest.raises(ValueError, match="m=0"):
         SATNet(10, 0)
+    with pytest.raises(ValueError, match="backward_sweeps=0"):
+        SATNet(10, 5, backward_sweeps=0)
     with pytest.raises(ValueError, match="backend"):
         SATNet(10, 5, backend="fortran")
     with pytest.raises(ValueError, match=r"\(B, 10\)"):

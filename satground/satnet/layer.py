@@ -127,9 +127,10 @@ class SweepCount:
 class MixingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
-                drop=None, count=None):
+                drop=None, count=None, backward_sweeps=None):
         """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite);
-        count: a SweepCount the sweeps run are added to."""
+        count: a SweepCount the sweeps run are added to; backward_sweeps: the most sweeps a
+        sample's backward runs (None: as many as its forward ran, the published rule)."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -158,6 +159,8 @@ class MixingFunction(torch.autograd.Function):
         # vectors: mark it with NaN outputs (SATNet.forward raises on them), never return them
         z_out = torch.where(_finite_rows(gnrm)[:, None], z_out, math.nan)
 
+        if backward_sweeps is not None:
+            iters = iters.clamp(max=backward_sweeps)
         ctx.save_for_backward(S, C, V, gnrm, free, order, iters, z_all, sign, drop)
         ctx.prox_lam = prox_lam
         ctx.backend = backend
@@ -214,15 +217,16 @@ class MixingFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
             W = U.transpose(0, 1).reshape(N, B * k) @ V.transpose(0, 1).reshape(N, B * k).T
             dS = -((W + W.T) @ S)
-        return dS, dz_in, None, None, None, None, None, None, None, None, None
+        return dS, dz_in, None, None, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
     """Differentiable MAXSAT layer, interface of the published `satnet.SATNet`.
 
     n: problem variables; m: clauses; aux: auxiliary variables; max_iter / eps: forward
-    stopping rule (eps relative to the first sweep's decrease); prox_lam: diagonal added in the
-    backward solve; weight_normalize: the published init scaling. zero_input_outputs: return 0
+    stopping rule (eps relative to the first sweep's decrease); backward_sweeps: the most sweeps
+    of a sample's backward (None: as many as its forward ran, the published rule; fewer give a
+    cheaper, rougher gradient); prox_lam: diagonal added in the backward solve; weight_normalize: the published init scaling. zero_input_outputs: return 0
     at input positions (the ungrounded model, Appendix B: values elsewhere and gradients into S
     are the same; input predictions then come from the classifier). backend: "auto" (the C kernel on
     CPU, Triton on CUDA), "reference", "cpu" or "gpu"; cpu and gpu compute in float32 or
@@ -238,11 +242,13 @@ class SATNet(nn.Module):
     """
 
     def __init__(self, n, m, aux=0, max_iter=40, eps=1e-4, prox_lam=1e-2, weight_normalize=True,
-                 zero_input_outputs=False, backend="auto", k=32, nonfinite="raise"):
+                 zero_input_outputs=False, backend="auto", k=32, nonfinite="raise",
+                 backward_sweeps=None):
         super().__init__()
-        if n < 1 or m < 1 or aux < 0 or max_iter < 1 or eps < 0 or prox_lam < 0 or k < 2:
+        if (n < 1 or m < 1 or aux < 0 or max_iter < 1 or eps < 0 or prox_lam < 0 or k < 2
+                or (backward_sweeps is not None and backward_sweeps < 1)):
             raise ValueError(f"SATNet: invalid sizes n={n} m={m} aux={aux} max_iter={max_iter} "
-                             f"eps={eps} prox_lam={prox_lam} k={k}")
+                             f"eps={eps} prox_lam={prox_lam} k={k} backward_sweeps={backward_sweeps}")
         if backend not in BACKENDS:
             raise ValueError(f"SATNet backend must be one of {BACKENDS}, got {backend!r}")
         if nonfinite not in NONFINITE:
@@ -250,6 +256,9 @@ class SATNet(nn.Module):
         self.nonfinite = nonfinite
         self.n, self.m, self.aux, self.k = n, m, aux, k
         self.max_iter, self.eps, self.prox_lam = max_iter, eps, prox_lam
+        # the most sweeps a sample's backward runs; None: as many as its forward (published).
+        # A training setting (satnet.backward_sweeps), not part of the trained model
+        self.backward_sweeps = backward_sweeps
         self.sweep_count = SweepCount()  # read and reset by a training loop's curves
         # in eval mode, run exactly this many sweeps (no early stop); None: max_iter and eps.
         # An inference setting (satnet.solve_sweeps), not part of the trained model
@@ -291,7 +300,7 @@ class SATNet(nn.Module):
             max_iter, eps = self.solve_sweeps, 0.0
         out = MixingFunction.apply(self.S, z, is_input, max_iter, eps,
                                    self.prox_lam, self.k, self.backend, generator, drop,
-                                   self.sweep_count)
+                                   self.sweep_count, self.backward_sweeps)
         finite = _finite_rows(out)
         if not finite.all():
             raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "
