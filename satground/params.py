@@ -125,6 +125,8 @@ class Cluster:
     cont_weight: float = knob(0.1, "infogan: weight of the continuous codes' loss", low=0.0)
     checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
                                  low=1)
+    rounds: int = knob(2, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
+                       "previous ensemble's confident clusters", low=1, high=10)
     restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept "
                          "(> 1 reads the Sudoku rules: needs rule_aware)", low=1, high=100)
     seed: int = seed_knob("the clusterer's seed")

@@ -110,3 +110,15 @@ def test_reaches_the_bar_on_nine_real_digits():
     (xtr, _), (xte, yte) = pools["train"], pools["test"]
     fitted = SelfLabelClusterer.fit(torch.from_numpy(xtr), 9, seed=0)
     assert clustering_accuracy(fitted.assign(torch.from_numpy(xte)).numpy(), yte.astype(int) - 1, 9) >= 0.95
+
+
+def test_the_stage_settings_reach_the_fit(monkeypatch):
+    """`cluster.rounds` and `cluster.n_neighbors` from params.yaml reach `fit`; the default
+    schema's value is the study's two rounds."""
+    from satground.params import Cluster
+
+    assert Cluster().rounds == inspect.signature(SelfLabelClusterer.fit).parameters["rounds"].default == 2
+    seen = {}
+    monkeypatch.setattr(SelfLabelClusterer, "fit", classmethod(lambda cls, images, k, **kw: seen.update(kw)))
+    SelfLabelClusterer.from_settings(None, 9, 5, Cluster(rounds=3, n_neighbors=7))
+    assert seen == {"seed": 5, "n_neighbors": 7, "rounds": 3}
