@@ -127,6 +127,8 @@ class Cluster:
                                  low=1)
     rounds: int = knob(2, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
                        "previous ensemble's confident clusters", low=1, high=10)
+    n_nets: int = knob(3, "selflabel: CNNs of the ensemble, trained side by side one per core in each round "
+                       "(an even count keeps both cores of a 2-core machine busy)", low=1, high=16)
     restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept "
                          "(> 1 reads the Sudoku rules: needs rule_aware)", low=1, high=100)
     seed: int = seed_knob("the clusterer's seed")

@@ -113,12 +113,14 @@ def test_reaches_the_bar_on_nine_real_digits():
 
 
 def test_the_stage_settings_reach_the_fit(monkeypatch):
-    """`cluster.rounds` and `cluster.n_neighbors` from params.yaml reach `fit`; the default
-    schema's value is the study's two rounds."""
+    """`cluster.rounds`, `cluster.n_nets` and `cluster.n_neighbors` from params.yaml reach `fit`;
+    the schema's defaults are the study's two rounds of three nets."""
     from satground.params import Cluster
 
-    assert Cluster().rounds == inspect.signature(SelfLabelClusterer.fit).parameters["rounds"].default == 2
+    defaults = inspect.signature(SelfLabelClusterer.fit).parameters
+    assert Cluster().rounds == defaults["rounds"].default == 2
+    assert Cluster().n_nets == defaults["n_nets"].default == 3
     seen = {}
     monkeypatch.setattr(SelfLabelClusterer, "fit", classmethod(lambda cls, images, k, **kw: seen.update(kw)))
-    SelfLabelClusterer.from_settings(None, 9, 5, Cluster(rounds=3, n_neighbors=7))
-    assert seen == {"seed": 5, "n_neighbors": 7, "rounds": 3}
+    SelfLabelClusterer.from_settings(None, 9, 5, Cluster(rounds=3, n_neighbors=7, n_nets=4))
+    assert seen == {"seed": 5, "n_neighbors": 7, "rounds": 3, "n_nets": 4}

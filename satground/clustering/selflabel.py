@@ -123,8 +123,10 @@ class SelfLabelClusterer:
     def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
                       device=None, on_epoch=None) -> "SelfLabelClusterer":
         """The registry's fit (satground.clustering): cfg is the params' cluster section (only
-        n_neighbors and rounds are read; the cannot-links are not: the method sees images only)."""
-        return cls.fit(images, n_clusters, seed=seed, n_neighbors=cfg.n_neighbors, rounds=cfg.rounds)
+        n_neighbors, rounds and n_nets are read; the cannot-links are not: the method sees images
+        only)."""
+        return cls.fit(images, n_clusters, seed=seed, n_neighbors=cfg.n_neighbors, rounds=cfg.rounds,
+                       n_nets=cfg.n_nets)
 
     def sample_grid(self, images: torch.Tensor):
         """Training images of each cluster, one row per cluster."""
