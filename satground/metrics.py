@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse import triu
+from sklearn.metrics import adjusted_rand_score
 
 from .data import Boards
 from .sudoku import peers, valid_grids
@@ -128,6 +129,16 @@ def peer_conflict_rate(clusters: torch.Tensor, cannot_link) -> float:
         return 0.0
     clusters = clusters.numpy()
     return float((clusters[pairs.row] == clusters[pairs.col]).mean())
+
+
+def restart_agreement(runs: list[torch.Tensor]) -> list[float]:
+    """Each run's mean adjusted Rand index with the other runs' clusters of the same images
+    (None for a single run). Label- and rule-free: runs that found the digits agree with one
+    another, failed runs each fail their own way."""
+    if len(runs) < 2:
+        return [None] * len(runs)
+    return [float(np.mean([adjusted_rand_score(run.numpy(), other.numpy())
+                           for j, other in enumerate(runs) if j != i])) for i, run in enumerate(runs)]
 
 
 def format_accuracy(value) -> str:

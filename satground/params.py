@@ -123,17 +123,29 @@ class Cluster:
     noise_dim: int = knob(62, "infogan: noise dimensions", low=1)
     n_cont: int = knob(2, "infogan: continuous codes", low=0)
     cont_weight: float = knob(0.1, "infogan: weight of the continuous codes' loss", low=0.0)
+    shift: int = knob(0, "infogan: every image D and Q see, real and generated, moved by a random "
+                      "offset of up to this many pixels (ours: differentiable augmentation; 0 = the "
+                      "paper's)", low=0, high=13)
     checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
                                  low=1)
     rounds: int = knob(2, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
                        "previous ensemble's confident clusters", low=1, high=10)
     n_nets: int = knob(3, "selflabel: CNNs of the ensemble, trained side by side one per core in each round "
                        "(an even count keeps both cores of a 2-core machine busy)", low=1, high=16)
-    restarts: int = knob(1, "runs with seeds seed, seed+1, ...; the fewest peer conflicts is kept "
-                         "(> 1 reads the Sudoku rules: needs rule_aware)", low=1, high=100)
+    restarts: int = knob(1, "runs with seeds seed, seed+1, ...; restart_choice says which is kept", low=1,
+                         high=100)
+    restart_choice: str = knob("peers", "the restart kept: peers (fewest peer conflicts; reads the "
+                               "Sudoku rules, needs rule_aware) | agreement (ours, label- and rule-free: "
+                               "the run whose clusters agree most with the other runs', mean adjusted "
+                               "Rand index) | information (ours, label- and rule-free: InfoGAN's code "
+                               "information on the training images, infogan only)",
+                               choices=("peers", "agreement", "information"))
     seed: int = seed_knob("the clusterer's seed")
 
     def check(self, where: str) -> None:
+        if self.restarts > 1 and self.restart_choice == "information" and self.method != "infogan":
+            raise PipelineError(f"{where}: 'cluster.restart_choice: information' reads InfoGAN's Q head: "
+                                f"it needs 'cluster.method: infogan', not {self.method!r}")
         if self.seed + self.restarts - 1 > SEED_MAX:
             raise PipelineError(f"{where}: 'cluster.seed' + 'cluster.restarts' - 1 exceeds "
                                 f"{SEED_MAX}, the largest seed")
@@ -347,7 +359,7 @@ class Params:
         found = []
         if self.cluster.method in RULE_READING_CLUSTERERS:
             found.append((f"cluster.method: {self.cluster.method}", "cannot-links between peer givens"))
-        if self.cluster.restarts > 1:
+        if self.cluster.restarts > 1 and self.cluster.restart_choice == "peers":
             found.append((f"cluster.restarts: {self.cluster.restarts}",
                           "the restart with the fewest peer conflicts is kept"))
         if self.ground.permutation == "peers":

@@ -5,13 +5,14 @@ default), peers, umap or spectral (training-free embeddings of the images' neigh
 k-means, satground/clustering/manifold.py), or infogan (the paper's; trained, checkpointed). `peers` and
 restarts > 1 read the Sudoku rules, so they need `rule_aware: true`.
 
-`cluster.restarts` runs the method that many times (cluster seeds seed, seed+1, ...) and keeps
-the run with the fewest peer conflicts: the share of image pairs shown in peer given cells (same
-row, column or box of a training board, so different digits) that it puts in one cluster. The
-criterion reads the boards' given-cell positions only, no label; InfoGAN's outcome depends on its
-seed (the paper reports 4 failures in 10), and restarts with this choice guard against that.
-The peer structure is built only where it is used (the peers method, or restarts > 1): a single
-run of an image-only method (selflabel, umap, spectral, infogan) never reads the boards.
+`cluster.restarts` runs the method that many times (cluster seeds seed, seed+1, ...): InfoGAN's
+outcome depends on its seed (the paper reports 4 failures in 10). `cluster.restart_choice` keeps
+one, reading no label: `peers`, the fewest peer conflicts (the share of image pairs shown in peer
+given cells, same row, column or box of a training board, that it puts in one cluster: reads the
+Sudoku rules); `agreement`, the run whose clusters of the training images agree most with the
+other runs' (mean adjusted Rand index); `information`, InfoGAN's code information on the training
+images. The peer structure is built only where it is used (the peers method, or the peers
+choice): an image-only method (selflabel, umap, spectral, infogan) otherwise never reads the boards.
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
 The clustering accuracy is reported on the dev boards' given-cell images (dev_truth.pt,
@@ -32,7 +33,7 @@ import torch
 from satground.clustering import CLUSTERERS, save_clusterer
 from satground.data import load_given_images, load_image_labels, peer_cannot_links
 from satground.io import PipelineError, atomic_directory, save_figure
-from satground.metrics import cluster_report, format_accuracy, peer_conflict_rate
+from satground.metrics import cluster_report, format_accuracy, peer_conflict_rate, restart_agreement
 from satground.params import load_params
 from satground.plots import plot_confusion, plot_samples
 from satground.stage import run_stage, stage_arguments, stage_device
@@ -81,11 +82,20 @@ def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, pre
     return clusterer, history
 
 
+def restart_scores(cfg, pools: Pools, runs: list[dict], clusterers: list) -> list[float]:
+    """The criterion that picks the kept restart, one value a run, higher is better."""
+    if cfg.restart_choice == "peers":
+        return [-run["peer_conflicts"] for run in runs]
+    if cfg.restart_choice == "information":
+        return [run["code_information"] for run in runs]
+    return restart_agreement([c.assign(pools.train_images) for c in clusterers])
+
+
 def fit_restarts(cfg, pools: Pools, out: Path, report: StageReport, where: str):
-    """Each restart's run in out/restart_<r>/ (out itself for one restart); the run with the
-    fewest peer conflicts is kept, its files moved to out. Returns the kept clusterer, its
-    per-epoch history, the table of all runs and the kept run's row."""
-    runs, kept = [], None
+    """Each restart's run in out/restart_<r>/ (out itself for one restart); the run that
+    `cluster.restart_choice` prefers is kept, its files moved to out (ties: the earlier run).
+    Returns the kept clusterer, its per-epoch history, the table of all runs and the kept run's row."""
+    runs, clusterers, histories, folders = [], [], [], []
     for r in range(cfg.restarts):
         folder = out if cfg.restarts == 1 else out / f"restart_{r}"
         folder.mkdir(exist_ok=True)
@@ -94,27 +104,32 @@ def fit_restarts(cfg, pools: Pools, out: Path, report: StageReport, where: str):
         prefix = "" if cfg.restarts == 1 else f"restart_{r}/"
         clusterer, history = fit_one(cfg, seed, pools, folder, report, prefix, where)
         train, dev = pools.report(clusterer)
+        information = getattr(clusterer, "code_information", None)
         run = {"restart": r, "seed": seed, "peer_conflicts": train["peer_conflicts"],
-               "dev_accuracy": dev["accuracy"], "train_largest_cluster": train["largest_cluster_fraction"]}
+               "code_information": information(pools.train_images) if information else None,
+               "dev_accuracy": dev["accuracy"], "train_largest_cluster": train["largest_cluster_fraction"],
+               "seconds": round(time.perf_counter() - start, 2)}
         runs.append(run)
+        clusterers.append(clusterer)
+        histories.append(history)
+        folders.append(folder)
         conflicts = "n/a" if run["peer_conflicts"] is None else f"{run['peer_conflicts']:.4f}"
         print(f"cluster: {cfg.method} seed {seed}: peer conflicts {conflicts}, clustering "
-              f"accuracy (dev images) {format_accuracy(dev['accuracy'])}"
-              f" ({time.perf_counter() - start:.0f} s)")
-        if kept is None or run["peer_conflicts"] < kept[0]["peer_conflicts"]:  # ties: the earlier run
-            if kept is not None:
-                shutil.rmtree(kept[3])
-            kept = (run, clusterer, history, folder)
-        elif folder != out:
-            shutil.rmtree(folder)  # InfoGAN checkpoints are large: keep the preferred run's only
-    run, clusterer, history, folder = kept
-    if folder != out:
-        for file in folder.iterdir():
+              f"accuracy (dev images) {format_accuracy(dev['accuracy'])} ({run['seconds']:.0f} s)")
+    scores = restart_scores(cfg, pools, runs, clusterers) if len(runs) > 1 else [None]
+    for run, score in zip(runs, scores):
+        run["criterion"] = score
+    best = 0 if len(runs) == 1 else max(range(len(runs)), key=lambda i: (scores[i], -i))
+    for folder in folders:  # InfoGAN checkpoints are large: keep the preferred run's only
+        if folder not in (out, folders[best]):
+            shutil.rmtree(folder)
+    if folders[best] != out:
+        for file in folders[best].iterdir():
             file.rename(out / file.name)
-        folder.rmdir()
-        for row in history:  # the kept run's curves under the plain names, as with one restart
+        folders[best].rmdir()
+        for row in histories[best]:  # the kept run's curves under the plain names, as with one restart
             report.log_epoch(row["epoch"], {k: v for k, v in row.items() if k not in ("epoch", "seconds")})
-    return clusterer, history, runs, run
+    return clusterers[best], histories[best], runs, runs[best]
 
 
 def main(argv=None):
@@ -126,7 +141,7 @@ def main(argv=None):
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
     dev_images, dev_idx, _ = load_given_images(args.prepared, "dev", K)
-    reads_peers = CLUSTERERS[cfg.method].reads_peers or cfg.restarts > 1
+    reads_peers = CLUSTERERS[cfg.method].reads_peers or (cfg.restarts > 1 and cfg.restart_choice == "peers")
     pools = Pools(train_images, dev_images,
                   load_image_labels(args.prepared, "dev", dev_idx),  # reporting only: None when absent
                   K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
@@ -150,6 +165,7 @@ def main(argv=None):
         "n_clusters": K, "n_train_images": len(train_images), "n_dev_images": len(dev_images),
         "dev_accuracy": kept["dev_accuracy"],
         "train_largest_cluster": kept["train_largest_cluster"], "peer_conflicts": kept["peer_conflicts"],
+        "code_information": kept["code_information"], "restart_choice": cfg.restart_choice,
         **{name: trained[-1].get(name) for name in ("loss_d", "loss_g", "loss_q_cat", "loss_q_cont") if trained},
         "parameters": counts["total"], "parameters_classifier_path": counts["classifier_path"],
         "device": str(stage_device()) if history else "cpu",
@@ -158,7 +174,8 @@ def main(argv=None):
     report.finish({"cluster_acc": kept["dev_accuracy"]}, info, fit_seconds=round(seconds, 2),
                   seconds_per_epoch=round(sum(timed) / len(timed), 2) if timed else None)
 
-    chosen = f", kept seed {kept['seed']} of {cfg.restarts} (fewest peer conflicts)" if cfg.restarts > 1 else ""
+    chosen = (f", kept seed {kept['seed']} of {cfg.restarts} (restart_choice: {cfg.restart_choice})"
+              if cfg.restarts > 1 else "")
     print(f"cluster: {cfg.method} K={K} on {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
           f"{format_accuracy(kept['dev_accuracy'])} "
           f"-> {Path(args.model_out) / 'final.pt'} ({seconds:.1f} s)")

@@ -13,7 +13,7 @@ from satground.clustering import infogan
 from satground.clustering import load_clusterer, save_clusterer
 from satground.clustering.infogan import InfoGANClusterer
 from satground.io import PipelineError
-from satground.metrics import clustering_accuracy, peer_conflict_rate
+from satground.metrics import clustering_accuracy, peer_conflict_rate, restart_agreement
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "stages"))
@@ -203,7 +203,7 @@ def test_load_clusterer_errors_name_the_file(tmp_path):
 CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_dev_images",
                 "dev_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
                 "loss_q_cont", "parameters", "parameters_classifier_path", "device", "peer_conflicts",
-                "restarts"}
+                "restarts", "code_information", "restart_choice"}
 
 
 class RecordingDict(dict):
@@ -376,3 +376,64 @@ def test_restarts_of_a_training_free_method(tmp_path):
     assert [run["seed"] for run in info["restarts"]] == [0, 1]
     assert info["peer_conflicts"] == min(run["peer_conflicts"] for run in info["restarts"])
     assert [p.name for p in (out / "models").iterdir()] == ["final.pt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# label- and rule-free restart choices; InfoGAN's augmentation
+
+
+def test_restart_agreement_prefers_the_runs_that_agree():
+    truth = torch.arange(40) % 4
+    relabelled = (truth + 1) % 4  # the same partition under other cluster numbers
+    noise = torch.from_numpy(np.random.default_rng(0).integers(0, 4, 40))
+    scores = restart_agreement([truth, relabelled, noise])
+    assert scores[0] == pytest.approx(scores[1]) and scores[0] > 0.4 > scores[2]
+    assert restart_agreement([truth]) == [None]
+
+
+def test_code_information_is_one_for_sure_even_codes_and_zero_for_one_answer():
+    even = torch.eye(4).repeat(5, 1)
+    assert infogan.code_information(even) == pytest.approx(1.0)
+    assert infogan.code_information(torch.full((20, 4), 0.25)) == pytest.approx(0.0, abs=1e-6)
+    assert infogan.code_information(torch.eye(4)[torch.zeros(20, dtype=torch.long)]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_translate_moves_each_image_and_passes_gradients():
+    images = torch.zeros(64, 1, 8, 8)
+    images[:, 0, 4, 4] = 1.0
+    images.requires_grad_(True)
+    moved = infogan.translate(images, 2, torch.Generator().manual_seed(0))
+    where = moved.detach().flatten(1).argmax(1)
+    rows, cols = where // 8 - 4, where % 8 - 4
+    assert moved.detach().sum(dim=(1, 2, 3)).eq(1).all()  # nothing lost: the offset stays inside
+    assert rows.abs().max() == 2 and cols.abs().max() == 2 and len(set(zip(rows.tolist(), cols.tolist()))) > 10
+    moved.sum().backward()  # a pixel is moved, not copied: gradient 1 if it lands inside, else 0
+    assert torch.equal(images.grad[:, 0, 4, 4], torch.ones(64))
+    assert torch.equal(images.grad.sum(dim=(1, 2, 3)), ((8 - rows.abs()) * (8 - cols.abs())).float())
+    far = infogan.translate(images.detach(), 5, torch.Generator().manual_seed(1))
+    assert (far.sum(dim=(1, 2, 3)) == 0).any()  # a dot moved past the edge is gone, not wrapped
+    assert infogan.translate(images, 0, torch.Generator()) is images
+
+
+def test_agreement_restarts_read_no_rule_and_keep_the_most_agreed_run(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    out = run_cluster(tmp_path, data, "agree", epochs=1, checkpoint_every=1, restarts=3,
+                      restart_choice="agreement")  # rule_aware false: allowed
+    info = json.loads((out / "live" / "info.json").read_text())
+    runs = info["restarts"]
+    assert all(run["peer_conflicts"] is None for run in runs)  # the peer structure was never built
+    scores = [run["criterion"] for run in runs]
+    assert info["seed"] == runs[scores.index(max(scores))]["seed"]
+    assert info["restart_choice"] == "agreement"
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["epoch_000.pt", "epoch_001.pt", "final.pt"]
+
+
+def test_information_restarts_keep_the_most_informative_run_and_need_infogan(tmp_path):
+    data = make_prepared(tmp_path / "prepared")
+    out = run_cluster(tmp_path, data, "info", epochs=1, checkpoint_every=1, restarts=2,
+                      restart_choice="information", shift=2)
+    info = json.loads((out / "live" / "info.json").read_text())
+    values = [run["code_information"] for run in info["restarts"]]
+    assert info["code_information"] == max(values) and 0 <= max(values) <= 1
+    with pytest.raises(PipelineError, match="restart_choice: information.*infogan"):
+        run_cluster(tmp_path, data, "bad", method="spectral", restarts=2, restart_choice="information")

@@ -141,9 +141,28 @@ def gaussian_nll(x: torch.Tensor, mu: torch.Tensor, log_var: torch.Tensor) -> to
     return nll.sum(1).mean()
 
 
+def translate(images: torch.Tensor, shift: int, rng: torch.Generator) -> torch.Tensor:
+    """Each image (B, 1, H, W) moved by its own random whole-pixel offset in [-shift, shift] on
+    both axes, zeros shifted in. A gather, so gradients reach a generated image unchanged."""
+    if shift == 0:
+        return images
+    batch, _, height, width = images.shape
+    offsets = torch.randint(-shift, shift + 1, (2, batch, 1, 1), generator=rng).to(images.device)
+    rows = torch.arange(height, device=images.device).view(1, height, 1) - offsets[0]
+    cols = torch.arange(width, device=images.device).view(1, 1, width) - offsets[1]
+    inside = ((rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)).unsqueeze(1)
+    flat = (rows.clamp(0, height - 1) * width + cols.clamp(0, width - 1)).view(batch, 1, -1)
+    moved = images.flatten(2).gather(2, flat).view_as(images)
+    return moved * inside
+
+
 def train_step(model: InfoGAN, opt_d, opt_g, real: torch.Tensor, rng: torch.Generator,
-               cont_weight: float = 0.1) -> dict[str, float]:
-    """One InfoGAN update: D on real vs fake, then G + Q (fool D, recover the codes)."""
+               cont_weight: float = 0.1, shift: int = 0) -> dict[str, float]:
+    """One InfoGAN update: D on real vs fake, then G + Q (fool D, recover the codes).
+
+    shift > 0 (ours; 0 = the paper's) moves every image D and Q see, real and generated alike, by
+    a random offset (differentiable augmentation, Zhao et al. 2020): with a few thousand real
+    images D otherwise memorises them, and G's gradients fade."""
     device = real.device
     batch = real.shape[0]
     ones = torch.ones(batch, device=device)
@@ -154,15 +173,15 @@ def train_step(model: InfoGAN, opt_d, opt_g, real: torch.Tensor, rng: torch.Gene
     fake = model.generator(latent)
 
     opt_d.zero_grad(set_to_none=True)
-    d_real = model.d_head(model.trunk(real)).flatten()
-    d_fake = model.d_head(model.trunk(fake.detach())).flatten()
+    d_real = model.d_head(model.trunk(translate(real, shift, rng))).flatten()
+    d_fake = model.d_head(model.trunk(translate(fake.detach(), shift, rng))).flatten()
     loss_d = (F.binary_cross_entropy_with_logits(d_real, ones)
               + F.binary_cross_entropy_with_logits(d_fake, zeros))
     loss_d.backward()
     opt_d.step()
 
     opt_g.zero_grad(set_to_none=True)
-    features = model.trunk(fake)
+    features = model.trunk(translate(fake, shift, rng))
     loss_g = F.binary_cross_entropy_with_logits(model.d_head(features).flatten(), ones)
     logits, mu, log_var = model.q_head(features)
     loss_cat = F.cross_entropy(logits, codes)
@@ -175,7 +194,8 @@ def train_step(model: InfoGAN, opt_d, opt_g, real: torch.Tensor, rng: torch.Gene
 
 
 def adversarial_epoch(model: InfoGAN, opt_d, opt_g, images: torch.Tensor, batch_size: int,
-                rng: torch.Generator, cont_weight: float = 0.1, progress=None) -> dict[str, float]:
+                      rng: torch.Generator, cont_weight: float = 0.1, shift: int = 0,
+                      progress=None) -> dict[str, float]:
     """One pass over uint8 images (N, 28, 28) in random order; mean of each loss."""
     model.train()
     device = next(model.parameters()).device
@@ -185,7 +205,7 @@ def adversarial_epoch(model: InfoGAN, opt_d, opt_g, images: torch.Tensor, batch_
     # Full batches only: a last batch of 1 would break batch norm.
     for start in range(0, len(images) - batch_size + 1, batch_size):
         real = image_batch(images[order[start:start + batch_size]].to(device))
-        for name, value in train_step(model, opt_d, opt_g, real, rng, cont_weight).items():
+        for name, value in train_step(model, opt_d, opt_g, real, rng, cont_weight, shift).items():
             sums[name] = sums.get(name, 0.0) + value
         steps += 1
         if progress is not None:
@@ -216,6 +236,27 @@ def calibrate_batch_norm(model: InfoGAN, images: torch.Tensor, batch_size: int =
     for layer, momentum in zip(layers, momenta):
         layer.momentum = momentum
     model.train(was_training)
+
+
+@torch.no_grad()
+def code_probabilities(model: InfoGAN, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """Q's categorical distribution (N, K) for uint8 images (N, 28, 28), eval mode."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out = [model.cluster_logits(images[i:i + batch_size].to(device)).softmax(1).cpu()
+           for i in range(0, len(images), batch_size)]
+    model.train(was_training)
+    return torch.cat(out) if out else torch.zeros(0, model.n_classes)
+
+
+def code_information(probs: torch.Tensor) -> float:
+    """Q's mutual information between a real image and its code, H(mean p) - mean H(p), as a
+    share of log K: 1 when Q spreads the images evenly over the codes and is sure of each, 0 when
+    it says the same for every image. Reads no label."""
+    entropy = lambda p: -(p * p.clamp_min(1e-12).log()).sum(-1)  # noqa: E731
+    k = probs.shape[1]
+    return float((entropy(probs.mean(0)) - entropy(probs).mean()) / math.log(k))
 
 
 @torch.no_grad()
@@ -281,7 +322,7 @@ class InfoGANClusterer:
             for epoch in range(1, cfg.epochs + 1):
                 start = time.perf_counter()
                 losses = adversarial_epoch(model, opt_d, opt_g, images, cfg.batch_size, rng,
-                                           cfg.cont_weight, progress=bar)
+                                           cfg.cont_weight, cfg.shift, progress=bar)
                 row = end_of_epoch(epoch, losses, time.perf_counter() - start) or {}
                 bar.set_postfix({k: f"{v:.3f}" for k, v in row.items()
                                  if k.endswith("accuracy") and v is not None})
@@ -300,6 +341,10 @@ class InfoGANClusterer:
     def assign(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (N, 28, 28) -> cluster index (N,) in 0..K-1."""
         return assign_clusters(self.model, images)
+
+    def code_information(self, images: torch.Tensor) -> float:
+        """Q's code information on uint8 images (N, 28, 28), label-free (see code_information)."""
+        return code_information(code_probabilities(self.model, images))
 
     def sample_grid(self, images: torch.Tensor):
         """Generated digits, one row per code (the real images are not needed)."""
