@@ -24,7 +24,9 @@ the dev clustering accuracy as its metric (per-epoch curves for a trained method
 restart's under restart_<r>/ when there are several) and plots/cluster_{samples,confusion}.png.
 """
 import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,9 @@ from satground.params import load_params
 from satground.plots import plot_confusion, plot_samples
 from satground.stage import run_stage, stage_arguments, stage_device
 from satground.tracking import StageReport
+
+
+LOG_LOCK = threading.Lock()
 
 
 @dataclass
@@ -67,7 +72,8 @@ def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, pre
         train, dev = pools.report(clusterer)
         row = {**losses, "train_largest_cluster": train["largest_cluster_fraction"],
                "peer_conflicts": train["peer_conflicts"], "dev_accuracy": dev["accuracy"]}
-        report.log_epoch(epoch, row, prefix)
+        with LOG_LOCK:  # restarts on threads share the report
+            report.log_epoch(epoch, row, prefix)
         history.append({"epoch": epoch, **row, "seconds": seconds})
         if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
             save_clusterer(clusterer, folder / f"epoch_{epoch:03d}.pt", epoch=epoch)
@@ -95,27 +101,34 @@ def fit_restarts(cfg, pools: Pools, out: Path, report: StageReport, where: str):
     """Each restart's run in out/restart_<r>/ (out itself for one restart); the run that
     `cluster.restart_choice` prefers is kept, its files moved to out (ties: the earlier run).
     Returns the kept clusterer, its per-epoch history, the table of all runs and the kept run's row."""
-    runs, clusterers, histories, folders = [], [], [], []
-    for r in range(cfg.restarts):
+    def restart(r: int):
         folder = out if cfg.restarts == 1 else out / f"restart_{r}"
         folder.mkdir(exist_ok=True)
-        seed = cfg.seed + r
         start = time.perf_counter()
         prefix = "" if cfg.restarts == 1 else f"restart_{r}/"
-        clusterer, history = fit_one(cfg, seed, pools, folder, report, prefix, where)
+        clusterer, history = fit_one(cfg, cfg.seed + r, pools, folder, report, prefix, where)
         train, dev = pools.report(clusterer)
         information = getattr(clusterer, "code_information", None)
-        run = {"restart": r, "seed": seed, "peer_conflicts": train["peer_conflicts"],
+        run = {"restart": r, "seed": cfg.seed + r, "peer_conflicts": train["peer_conflicts"],
                "code_information": information(pools.train_images) if information else None,
                "dev_accuracy": dev["accuracy"], "train_largest_cluster": train["largest_cluster_fraction"],
                "seconds": round(time.perf_counter() - start, 2)}
-        runs.append(run)
-        clusterers.append(clusterer)
-        histories.append(history)
-        folders.append(folder)
         conflicts = "n/a" if run["peer_conflicts"] is None else f"{run['peer_conflicts']:.4f}"
-        print(f"cluster: {cfg.method} seed {seed}: peer conflicts {conflicts}, clustering "
+        print(f"cluster: {cfg.method} seed {run['seed']}: peer conflicts {conflicts}, clustering "
               f"accuracy (dev images) {format_accuracy(dev['accuracy'])} ({run['seconds']:.0f} s)")
+        return run, clusterer, history, folder
+
+    # A method that trains on torch alone runs its restarts side by side, one per core, each on
+    # one thread: small batches use a second thread poorly.
+    threads = torch.get_num_threads()
+    workers = min(threads, cfg.restarts) if CLUSTERERS[cfg.method].parallel_restarts else 1
+    torch.set_num_threads(1 if workers > 1 else threads)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(restart, range(cfg.restarts)))
+    finally:
+        torch.set_num_threads(threads)
+    runs, clusterers, histories, folders = map(list, zip(*results))
     scores = restart_scores(cfg, pools, runs, clusterers) if len(runs) > 1 else [None]
     for run, score in zip(runs, scores):
         run["criterion"] = score

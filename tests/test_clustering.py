@@ -347,7 +347,12 @@ def state(path: Path) -> dict:
 
 def test_restarts_keep_the_run_with_the_fewest_peer_conflicts(tmp_path):
     data = make_prepared(tmp_path / "prepared")
-    out = run_cluster(tmp_path, data, "restarts", rule_aware=True, epochs=1, checkpoint_every=1, restarts=3, seed=5)
+    torch.set_num_threads(2)  # InfoGAN's restarts then train side by side, each on one thread
+    try:
+        out = run_cluster(tmp_path, data, "restarts", rule_aware=True, epochs=1, checkpoint_every=1,
+                          restarts=3, seed=5)
+    finally:
+        torch.set_num_threads(1)
     info = json.loads((out / "live" / "info.json").read_text())
     runs = info["restarts"]
     assert [run["seed"] for run in runs] == [5, 6, 7]
@@ -357,7 +362,7 @@ def test_restarts_keep_the_run_with_the_fewest_peer_conflicts(tmp_path):
     assert (info["seed"], info["peer_conflicts"], info["dev_accuracy"]) == (
         kept["seed"], kept["peer_conflicts"], kept["dev_accuracy"])
     assert sorted(p.name for p in (out / "models").iterdir()) == ["epoch_000.pt", "epoch_001.pt", "final.pt"]
-    # the files kept are that run's: the same as one run with its seed
+    # the files kept are that run's: the same as one run with its seed, alone on one thread
     single = run_cluster(tmp_path, data, "single", epochs=1, checkpoint_every=1, seed=kept["seed"])
     for name in ("epoch_000.pt", "final.pt"):
         a, b = state(out / "models" / name), state(single / "models" / name)

@@ -13,6 +13,7 @@ Parameter counts at K=9: generator 6,631,808; trunk 6,556,992; D head 1,025; Q h
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import torch
@@ -22,6 +23,9 @@ from tqdm import tqdm
 
 from ..io import seed_everything
 from ..lenet import image_batch
+
+
+_GLOBAL_RNG = threading.Lock()  # the global torch generator, which weight initialisation reads
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -293,6 +297,7 @@ class InfoGANClusterer:
 
     method = "infogan"
     reads_peers = False
+    parallel_restarts = True  # training draws from its own generator only (see from_settings)
 
     def __init__(self, model: InfoGAN):
         self.model = model
@@ -306,8 +311,9 @@ class InfoGANClusterer:
         if len(images) < cfg.batch_size:
             raise ValueError(f"'cluster.batch_size' = {cfg.batch_size} exceeds the {len(images)} "
                              "training images")
-        rng = seed_everything(seed)
-        model = InfoGAN(n_clusters, cfg.noise_dim, cfg.n_cont).to(device)
+        with _GLOBAL_RNG:  # restarts on threads: each initialises from its own seed in turn
+            rng = seed_everything(seed)
+            model = InfoGAN(n_clusters, cfg.noise_dim, cfg.n_cont).to(device)
         opt_d, opt_g = make_optimizers(model, cfg.lr_d, cfg.lr_g)
         clusterer = cls(model)
 

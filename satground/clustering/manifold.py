@@ -49,6 +49,7 @@ class ManifoldClusterer:
 
     method = ""
     reads_peers = False  # whether it needs the peer given cells' cannot-links (clustering.py)
+    parallel_restarts = False  # whether restarts may train side by side on threads (numba, UMAP: no)
 
     def __init__(self, n_clusters: int, n_neighbors: int, mean, components, train_features,
                  train_clusters):

@@ -61,6 +61,7 @@ class SelfLabelClusterer:
 
     method = "selflabel"
     reads_peers = False
+    parallel_restarts = False  # its CNNs already train side by side
 
     def __init__(self, config: dict, nets: list[DigitCNN]):
         self.config, self.nets = config, nets
