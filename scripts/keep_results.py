@@ -6,7 +6,7 @@
 Copies params.yaml, dvc.lock, metrics/ (each stage's metrics, curves and bookkeeping), the PNG
 plots the stages write (the per-epoch curves in curves.png among them) and
 models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak
-RSS) and writes summary.md, the tables the README quotes, from those files only. Those files are
+RSS, the installed packages as name==version) and writes summary.md, the tables the README quotes, from those files only. Those files are
 replaced together, so a record never mixes two runs; whatever else the folder holds (records of
 other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark outputs) is kept.
 A stage's seconds (metrics/<stage>/timing.json) are kept only where they are this run's: a stage
@@ -55,6 +55,14 @@ def time_figures(log: Path) -> dict:
     for part in wall.group(1).split(":"):
         seconds = 60 * seconds + float(part)
     return {"wall_seconds": round(seconds, 1), "peak_rss_mb": round(int(rss.group(1)) / 1024, 1)}
+
+
+def installed() -> list[str]:
+    """Every installed distribution as name==version (a `pip freeze` of the run's environment)."""
+    from importlib.metadata import distributions
+
+    return sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]},
+                  key=str.lower)
 
 
 def machine() -> str:
@@ -171,7 +179,7 @@ def main(argv=None):
         raise PipelineError(f"name {args.name!r}: letters, digits, '-' and '_', folders split by '/'")
 
     run = {"record": args.name, "profile": args.name.split("/")[0], "commit": commit(root), "machine": machine(),
-           **(time_figures(args.time_log) if args.time_log else {})}
+           **(time_figures(args.time_log) if args.time_log else {}), "packages": installed()}
     for name in ("params.yaml", "dvc.yaml", "dvc.lock", "metrics/results.csv"):
         if not (root / name).is_file():
             raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")

@@ -2,6 +2,7 @@
 
     python studies/infogan_nine.py run --seed 0 --epochs 80 --shift 2 --out results/infogan_nine/curves.jsonl
     python studies/infogan_nine.py table results/infogan_nine/curves.jsonl
+    python studies/infogan_nine.py record results/cpu9_paper [--workspace <its dvc repro checkout>]
 
 `run` prepares the boards of the `cpu9_paper` profile with `data.seed` = S (the real `prepare`
 stage, once per seed, in --scratch), then trains the paper's InfoGAN on the training boards'
@@ -11,6 +12,14 @@ losses, seconds, the label-free figures (Q's code information on the training im
 largest cluster's share) and, for the report only, the clustering accuracy on the dev images.
 The last epoch's cluster of every training image goes to --scratch, for the agreement between
 restarts that `table` computes (label-free too).
+
+`record` prints what a kept `cpu9_paper` record (scripts/keep_results.py) shows of the paper's
+pipeline: each InfoGAN restart's dev clustering curve, the restart table (the label-free
+criterion, the code information, the dev accuracy, which run was kept), the grounding phase's
+per-cell curve on held-out training boards with the epoch it stopped at, and the permutation by
+the authors' arg max and by the Hungarian matching of the same P_hat. With --workspace (the
+finished checkout, before its models are gone) it also says whether each is the true one, from
+the training images' truth (a report only; no stage reads it).
 """
 from __future__ import annotations
 
@@ -122,6 +131,56 @@ def table(path: Path, scratch: Path) -> str:
     return "\n".join(lines)
 
 
+def tsv(path: Path) -> dict[int, float]:
+    """step -> value of a dvclive curve."""
+    lines = path.read_text().splitlines()[1:]
+    return {int(step): float(value) for step, value in (line.split("\t") for line in lines)}
+
+
+def record(folder: Path, workspace: Path | None) -> str:
+    from satground.io import load_json
+
+    cluster = load_json(folder / "metrics" / "cluster" / "info.json", "cluster record")
+    runs = cluster["restarts"]
+    curves = folder / "metrics" / "cluster" / "plots" / "metrics"
+    by_run = {run["restart"]: tsv(curves / (f"restart_{run['restart']}" if len(runs) > 1 else "") / "dev_accuracy.tsv")
+              for run in runs}
+    epochs = sorted(next(iter(by_run.values())))
+    shown = [e for e in epochs if e % 10 == 0 or e == epochs[-1]]
+    lines = [f"InfoGAN, dev clustering accuracy % by epoch (labels read for this report only):", "",
+             "| restart (seed) | " + " | ".join(map(str, shown)) + " |", "|---" * (len(shown) + 1) + "|"]
+    lines += [f"| {r} ({runs[r]['seed']}) | " + " | ".join(f"{100 * curve[e]:.1f}" for e in shown) + " |"
+              for r, curve in by_run.items()]
+    choice = cluster.get("restart_choice", "peers")
+    lines += ["", (f"Restarts, chosen by `{choice}` (label-free):" if len(runs) > 1 else "One run:"), "",
+              "| restart (seed) | criterion | code information | dev % | >= 88 % | kept | minutes |",
+              "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        criterion = run.get("criterion")
+        info = run.get("code_information")
+        lines.append(f"| {run['restart']} ({run['seed']}) | {'n/a' if criterion is None else f'{criterion:.3f}'} | "
+                     f"{'n/a' if info is None else f'{info:.3f}'} | {100 * run['dev_accuracy']:.1f} | "
+                     f"{'yes' if run['dev_accuracy'] >= 0.88 else 'no'} | "
+                     f"{'**kept**' if run['seed'] == cluster['seed'] else ''} | "
+                     f"{run['seconds'] / 60 if run.get('seconds') else float('nan'):.1f} |")
+    ground = load_json(folder / "metrics" / "ground" / "info.json", "ground record")
+    cells = tsv(folder / "metrics" / "ground" / "plots" / "metrics" / "val_blank_cells.tsv")
+    lines += ["", "Grounding phase, blank cells right on held-out training boards, % (chance 11.1):", "",
+              "| epoch | " + " | ".join(map(str, cells)) + " |", "|---" * (len(cells) + 1) + "|",
+              "| blank cells | " + " | ".join(f"{100 * v:.1f}" for v in cells.values()) + " |", "",
+              f"Stopped: best epoch {ground['best_epoch']} of {ground['epochs_run']} run."]
+    perm = load_json(folder / "permutation.json", "permutation")
+    truth = None
+    if workspace is not None:
+        from common import WORKSPACE, true_permutation
+        truth = true_permutation(workspace / WORKSPACE["prepared"], workspace / WORKSPACE["lenet"])
+    for name in ("argmax", "hungarian"):
+        right = "" if truth is None else ("  right" if perm[name] == truth else "  WRONG")
+        lines.append(f"- {name}: {perm[name]}{right}")
+    lines.append(f"- used: {perm['assignment']}; arg max a permutation: {perm['argmax_is_permutation']}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -138,8 +197,13 @@ def main(argv=None) -> None:
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     t.add_argument("--scratch", type=Path, default=REPO / ".scratch" / "infogan_nine")
+    c = sub.add_parser("record")
+    c.add_argument("folder", type=Path)
+    c.add_argument("--workspace", type=Path)
     args = parser.parse_args(argv)
-    if args.command == "run":
+    if args.command == "record":
+        print(record(args.folder, args.workspace))
+    elif args.command == "run":
         args.scratch.mkdir(parents=True, exist_ok=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         run(args)
