@@ -117,7 +117,8 @@ def table() -> str:
 def small_table() -> str:
     """The 4x4 profile's record (results/4x4/): its rows without the proofreader as
     `evaluate` wrote them (metrics/results.csv), under one line saying what ran, where and how
-    long; every row is in the record's summary.md."""
+    long, and that its test grids repeat training grids; every row is in the record's
+    summary.md. No paper column: the paper's figures are 9x9 ones."""
     folder = ROOT / "results" / "4x4"
     run = load_json(folder / "run.json", "run record")
     n_test = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")["n_test"]
@@ -127,13 +128,15 @@ def small_table() -> str:
     frame = frame[frame["proofreader"] == "no"]
     columns = {"model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
                "board_accuracy_pct": "exact %",
-               "blank_board_accuracy_pct": "every blank right %", "visual_accuracy_pct": "givens read right %",
-               "paper_board_pct": "paper %"}
+               "blank_board_accuracy_pct": "every blank right %", "visual_accuracy_pct": "givens read right %"}
     columns = {key: name for key, name in columns.items() if key in frame}
     lines = ["| " + " | ".join(columns.values()) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(str(row[key]) for key in columns) + " |" for _, row in frame.iterrows()]
     return (f"Record `results/4x4/` (commit {run['commit']}, {run['machine']}; {took}), "
-            f"{n_test} test boards, without the proofreader (every row: `results/4x4/summary.md`):\n\n" + "\n".join(lines) + "\n")
+            f"{n_test} test boards, without the proofreader (every row: `results/4x4/summary.md`). "
+            "Only 288 complete 4x4 grids exist, so the test boards' solutions repeat training "
+            "grids (their givens and images differ); the paper reports no 4x4 figure:\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def between(text: str, begin: str, end: str, block: str, where: Path) -> str:
