@@ -34,6 +34,13 @@ def project_imports(path: Path) -> set[Path]:
     return found
 
 
+def groups_only(init: Path) -> bool:
+    """An __init__.py that holds only a docstring: its package only groups modules (imports none
+    of them), so importing one of its modules brings no other, and each is declared by itself."""
+    return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+               for node in ast.parse(init.read_text()).body)
+
+
 def closure(script: Path) -> set[str]:
     seen, todo = set(), [script]
     while todo:
@@ -47,14 +54,17 @@ def closure(script: Path) -> set[str]:
             init = REPO / parent / "__init__.py"
             if parent != Path(".") and init.is_file() and init not in seen:
                 todo.append(init)
-    # the top package's __init__ holds only a docstring: not worth declaring
-    return {str(p.relative_to(REPO)) for p in seen if p != REPO / "satground" / "__init__.py"}
+    # the top package's __init__ (a docstring and the numba cache folder) and those that only
+    # group modules: not worth declaring
+    return {str(p.relative_to(REPO)) for p in seen
+            if p != REPO / "satground" / "__init__.py" and not (p.name == "__init__.py" and groups_only(p))}
 
 
 def test_code_deps_match_the_import_closure():
     """A module file is declared exactly when the stage imports it; a package folder (the layer,
     the clustering family) is declared whole when the stage imports any module of it, so a
-    change anywhere in that package reruns the stage."""
+    change anywhere in that package reruns the stage. A package that only groups modules (its
+    __init__ a docstring) is no such unit: its modules are declared one by one."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
         script = stage["cmd"].split()[1]
@@ -69,7 +79,8 @@ def test_code_deps_match_the_import_closure():
                 declared |= files & imported
             elif dep.endswith(".py"):
                 declared.add(dep)
-        packages = [str(p.parent.relative_to(REPO)) for p in (REPO / "satground").glob("*/__init__.py")]
+        packages = [str(p.parent.relative_to(REPO)) for p in (REPO / "satground").glob("*/__init__.py")
+                    if not groups_only(p)]
         for module in imported:  # a module of a package folder is declared by the folder
             if any(module.startswith(package + "/") for package in packages):
                 assert any(module.startswith(f + "/") for f in folders), (name, module, "declare its folder")
