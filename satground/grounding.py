@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from .io import PipelineError
+from .harness.io import PipelineError
 from .sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")

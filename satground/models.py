@@ -18,7 +18,7 @@ from torch import nn
 
 from .data import var_mask
 from .classifier import build_classifier, reader_config
-from .io import PipelineError, check_finite_weights, load_torch
+from .harness.io import PipelineError, check_finite_weights, load_torch
 from .lenet import image_batch
 from .satnet import SATNet
 

@@ -21,11 +21,11 @@ from tqdm import tqdm
 from .data import Boards, onehot, var_mask
 from .digitcnn import DigitReader
 from .grounding import relabel
-from .io import PipelineError
+from .harness.io import PipelineError
 from .lenet import outputs
 from .metrics import output_metrics, solution_metrics
 from .models import VisualSolver
-from .resume import Resumable
+from .harness.resume import Resumable
 from .satnet.layer import SATNet, NonFiniteError
 
 

@@ -36,9 +36,9 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from satground.io import PipelineError, atomic_write, save_figure  # noqa: E402
-from satground.params import flat_keys, known_keys  # noqa: E402
-from satground.records import read_record  # noqa: E402
+from satground.harness.io import PipelineError, atomic_write, save_figure  # noqa: E402
+from satground.harness.params import flat_keys, known_keys  # noqa: E402
+from satground.harness.records import read_record  # noqa: E402
 
 
 def column(row: dict, name: str):

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from satground.io import PipelineError, load_json
-from satground.records import read_record, seed_folders
+from satground.harness.io import PipelineError, load_json
+from satground.harness.records import read_record, seed_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do not edit -->"

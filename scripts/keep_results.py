@@ -24,10 +24,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from satground.io import PipelineError, atomic_directory, json_text, load_json
+from satground.harness.io import PipelineError, atomic_directory, json_text, load_json
 from satground.metrics import markdown_table
-from satground.records import FILES as RECORD
-from satground.tracking import timing_is_current
+from satground.harness.records import FILES as RECORD
+from satground.harness.tracking import timing_is_current
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 
 COLUMNS = {"board_accuracy_pct": "exact", "blank_board_accuracy_pct": "every blank right"}
 

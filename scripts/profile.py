@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from satground.cli import profile
+from satground.harness.cli import profile
 
 if __name__ == "__main__":
     os.chdir(Path(__file__).resolve().parents[1])  # params.yaml of this checkout, wherever run from

@@ -10,13 +10,13 @@ from __future__ import annotations
 import torch
 
 from satground.data import load_boards
-from satground.io import save_all, seed_everything
+from satground.harness.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.satnet import check_setup
-from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
-from satground.tracking import StageReport, save_scores
+from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.tracking import StageReport, save_scores
 from satground.training import bce_loss, fit, solution_scores
 
 

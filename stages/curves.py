@@ -3,9 +3,9 @@
 `dvc plots show` draws the same curves as interactive charts, but its HTML fetches the chart
 library from the network; this figure (declared in dvc.yaml's plots too) shows them anywhere.
 """
-from satground.stage import run_stage, stage_arguments
-from satground.io import save_figure
-from satground.tracking import plot_curves
+from satground.harness.stage import run_stage, stage_arguments
+from satground.harness.io import save_figure
+from satground.harness.tracking import plot_curves
 
 
 def main(argv=None):

@@ -18,15 +18,15 @@ import torch
 
 from satground.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
-from satground.io import atomic_outputs, seed_everything
+from satground.harness.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
 from satground.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import VisualSolver, load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.check import Checked
 from satground.satnet import check_setup
-from satground.stage import run_stage, stage_arguments, stage_device
-from satground.tracking import StageReport, load_scores, save_scores
+from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.tracking import StageReport, load_scores, save_scores
 from satground.training import solution_scores
 from satground.views import ReaderViews
 

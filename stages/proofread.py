@@ -8,12 +8,12 @@ from __future__ import annotations
 import torch
 
 from satground.data import load_boards
-from satground.io import save_all, seed_everything
+from satground.harness.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.satnet import check_setup
-from satground.stage import run_stage, stage_arguments, stage_device
-from satground.tracking import StageReport
+from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.tracking import StageReport
 from satground.training import bce_loss, fit, readings_once
 
 

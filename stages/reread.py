@@ -14,14 +14,14 @@ from __future__ import annotations
 import torch
 
 from satground.data import given_image_indices, load_boards, load_image_labels
-from satground.io import save_all, seed_everything
+from satground.harness.io import save_all, seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, checkpoint, load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.reread import pseudo_labels, satnet_votes, train_reader
 from satground.satnet import check_setup
-from satground.stage import run_stage, stage_arguments
-from satground.tracking import StageReport
+from satground.harness.stage import run_stage, stage_arguments
+from satground.harness.tracking import StageReport
 
 
 def accuracy(pred: torch.Tensor, labels) -> float | None:

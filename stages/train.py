@@ -17,12 +17,12 @@ import torch
 from satground.classifier import load_classifier
 from satground.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
-from satground.io import PipelineError, save_all, seed_everything
+from satground.harness.io import PipelineError, save_all, seed_everything
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.satnet import check_setup, kernel_description
-from satground.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
-from satground.tracking import StageReport
+from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.tracking import StageReport
 from satground.training import bce_loss, fit, freeze, readings_once, tune_classifier
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from common import append_rows, markdown, read_rows, stage
-from satground.io import load_json
-from satground.params import BASE_PROFILE, compose
+from satground.harness.io import load_json
+from satground.harness.params import BASE_PROFILE, compose
 
 
 def held_out(row: dict) -> float:

@@ -15,8 +15,8 @@ import csv
 from pathlib import Path
 
 from common import markdown
-from satground.io import load_json
-from satground.records import read_record
+from satground.harness.io import load_json
+from satground.harness.records import read_record
 
 
 def dev_exact(rows: list[dict], model: str, folds: int, starts: int) -> str:

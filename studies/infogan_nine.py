@@ -34,7 +34,7 @@ from common import REPO, append_rows, markdown, read_rows, stage
 def prepared_boards(seed: int, scratch: Path) -> Path:
     """data/prepared of the cpu9_paper profile at data.seed = seed (prepared once)."""
     import yaml
-    from satground.params import compose
+    from satground.harness.params import compose
 
     folder = scratch / f"data_seed{seed}"
     if not (folder / "prepared" / "train.pt").is_file():
@@ -55,7 +55,7 @@ def run(args) -> None:
     from satground.clustering.infogan import InfoGANClusterer, code_information, code_probabilities
     from satground.data import load_given_images, load_image_labels
     from satground.metrics import cluster_report
-    from satground.params import compose
+    from satground.harness.params import compose
 
     prepared = prepared_boards(args.seed, args.scratch)
     train_images, _, boards = load_given_images(prepared, "train")
@@ -138,7 +138,7 @@ def tsv(path: Path) -> dict[int, float]:
 
 
 def record(folder: Path, workspace: Path | None) -> str:
-    from satground.io import load_json
+    from satground.harness.io import load_json
 
     cluster = load_json(folder / "metrics" / "cluster" / "info.json", "cluster record")
     runs = cluster["restarts"]

@@ -39,7 +39,7 @@ from torch import nn
 
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments, test_boards
 from satground.data import Boards, load_truth
-from satground.io import seed_everything
+from satground.harness.io import seed_everything
 from satground.lenet import image_batch
 from satground.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from common import append_rows, markdown, read_rows, run_arguments, test_boards
-from satground.io import seed_everything
+from satground.harness.io import seed_everything
 from satground.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
 from satground.check import Checked

@@ -28,10 +28,10 @@ import torch
 
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments
 from satground.data import given_image_indices, load_boards, load_image_labels
-from satground.io import seed_everything
+from satground.harness.io import seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.reread import pseudo_labels, satnet_votes, train_reader
 from satground.training import solution_scores
 

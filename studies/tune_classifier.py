@@ -16,11 +16,11 @@ import time
 
 from common import dev_percentages, show_rows
 from satground.data import load_boards
-from satground.io import seed_everything
+from satground.harness.io import seed_everything
 from satground.models import load_solver
-from satground.params import load_params
+from satground.harness.params import load_params
 from satground.satnet import check_setup
-from satground.stage import stage_device
+from satground.harness.stage import stage_device
 from satground.training import solution_scores, tune_classifier
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from satground.cli import EXPS_DROP, HEADLINE, exps_command, profile
-from satground.params import DEFAULT_PROFILE, compose, known_keys
+from satground.harness.cli import EXPS_DROP, HEADLINE, exps_command, profile
+from satground.harness.params import DEFAULT_PROFILE, compose, known_keys
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from satground import sudoku
 from satground.clustering import infogan
 from satground.clustering import load_clusterer, save_clusterer
 from satground.clustering.infogan import InfoGANClusterer
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.metrics import clustering_accuracy, peer_conflict_rate, restart_agreement
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import yaml
 from satground import sudoku
 from satground.data import (given_image_indices, load_boards, load_truth, onehot, save_prepared,
                             var_mask)
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.mnist import load_digits
 
 REPO = Path(__file__).resolve().parents[1]

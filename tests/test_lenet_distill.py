@@ -14,7 +14,7 @@ from satground.clustering import CLUSTERERS, save_clusterer
 from satground.clustering.selflabel import SelfLabelClusterer
 from satground.digitcnn import DigitCNN, DigitReader
 from satground.clustering.infogan import InfoGANClusterer
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params
 
 torch.set_num_threads(1)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.metrics import board_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +115,7 @@ def test_a_record_keeps_only_this_runs_stage_seconds(tmp_path):
     """timing.json is not a DVC output: a stage restored from the run cache (or an applied
     experiment) leaves an older run's seconds beside its metrics. The record keeps only the
     stages whose timing names the metrics.json beside it."""
-    from satground.tracking import StageReport, timing_is_current
+    from satground.harness.tracking import StageReport, timing_is_current
     root = project_copy(tmp_path)
     for stage, loss in (("ran", 0.5), ("restored", 0.25)):
         report = StageReport(root / "metrics" / stage)

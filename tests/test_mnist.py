@@ -4,7 +4,7 @@ import gzip
 import numpy as np
 import pytest
 
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.mnist import IMAGE_MAGIC, LABEL_MAGIC, load_digits, read_idx
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from satground.data import build_visual_boards
-from satground.io import PipelineError, save_torch
+from satground.harness.io import PipelineError, save_torch
 from satground.lenet import LeNet
 from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
                               checkpoint, load_solver, solver_config)

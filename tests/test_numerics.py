@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from satground.data import Boards
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.models import SymbolicSolver
 from satground.satnet import SATNet
 from satground.satnet.layer import MixingFunction

@@ -12,10 +12,10 @@ import yaml
 from satground import mnist, sudoku
 from satground.clustering import CLUSTERERS
 from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.losses import APPROXMAX, LOSSES
-from satground.params import (BASE_PROFILE, DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, Params, compose,
-                              flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
+from satground.harness.params import (BASE_PROFILE, DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, Params, compose,
+                                      flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -166,7 +166,7 @@ def test_the_schema_choices_are_the_librarys():
     fields = {f.name: f for f in dataclasses.fields(Params)}
     choices = lambda section, key: next(f.metadata["choices"] for f in dataclasses.fields(  # noqa: E731
         fields[section].type if isinstance(fields[section].type, type) else getattr(
-            sys.modules["satground.params"], fields[section].type)) if f.name == key)
+            sys.modules["satground.harness.params"], fields[section].type)) if f.name == key)
     assert set(choices("cluster", "method")) == set(CLUSTERERS)
     assert set(choices("ground", "approxmax")) == set(APPROXMAX)
     assert set(choices("ground", "loss")) == set(LOSSES)

@@ -229,7 +229,7 @@ def test_stages_refuse_a_model_of_the_wrong_kind(smoke_repo):
 @pytest.mark.slow
 def test_satground_exps_shows_the_headline_metrics_and_no_dep_hash(smoke_repo):
     """satground-exps' filter through the real `dvc exp show` (its --drop matches from the start)."""
-    from satground.cli import exps_command
+    from satground.harness.cli import exps_command
     header = sh(exps_command(["--csv"]), smoke_repo).stdout.splitlines()[0].split(",")
     assert {"rev", "boards", "boards_checked", "blank_boards_checked"} <= set(header), header
     assert not any("/" in column or column.endswith((".py", ".yaml", ".html")) for column in header), header

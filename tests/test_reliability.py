@@ -16,12 +16,12 @@ import yaml
 
 from satground import sudoku, sudoku_files
 from satground.clustering import load_clusterer
-from satground.params import known_keys, load_params, parse_params
-from satground.stage import stage_device
+from satground.harness.params import known_keys, load_params, parse_params
+from satground.harness.stage import stage_device
 from satground.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
                             split_image_pools)
 from satground.grounding import load_permutation, permutation_record
-from satground.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
+from satground.harness.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
 from satground.classifier import load_classifier, save_classifier
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, checkpoint, load_solver
@@ -317,7 +317,7 @@ def test_a_stage_refuses_to_start_while_another_process_writes_its_outputs(tmp_p
     second run stops in one line naming the holder, and writes nothing."""
     import fcntl
 
-    from satground.stage import output_lock_path
+    from satground.harness.stage import output_lock_path
     lock = output_lock_path(tmp_path / "out" / "ground.pt")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as held:
@@ -339,7 +339,7 @@ def test_an_output_that_is_an_existing_folder_stops_the_stage_before_any_work(tm
 
 def test_an_output_under_a_read_only_folder_is_refused(tmp_path, monkeypatch):
     # the mode bits do not bind root (these machines), a read-only mount does: os.access says
-    from satground import stage as config
+    from satground.harness import stage as config
     (tmp_path / "ro").mkdir()
     real = os.access
     monkeypatch.setattr(config.os, "access",
@@ -516,7 +516,7 @@ def test_a_lenet_file_with_nan_weights_or_a_foreign_class_count_is_refused(tmp_p
 
 
 def test_a_resume_file_with_non_finite_weights_is_not_resumed(tmp_path, capsys):
-    from satground.resume import Resumable
+    from satground.harness.resume import Resumable
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.Adam(model.parameters())
     generator = torch.Generator().manual_seed(0)
@@ -556,9 +556,9 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
 
     script = tmp_path / "stage.py"
     script.write_text(
-        "from satground.stage import run_stage\n"
-        "from satground.io import PipelineError\n"
-        "from satground.tracking import StageReport\n"
+        "from satground.harness.stage import run_stage\n"
+        "from satground.harness.io import PipelineError\n"
+        "from satground.harness.tracking import StageReport\n"
         "def main():\n"
         f"    report = StageReport({str(tmp_path / 'live')!r})\n"
         "    report.log_epoch(1, {'loss': 1.0})\n"
@@ -573,7 +573,7 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
 @pytest.mark.parametrize("content,problem", [(None, "pipeline file not found"),
                                              ("plots: [unclosed", "not valid YAML")])
 def test_the_curves_stage_names_a_missing_or_broken_dvc_yaml(tmp_path, content, problem):
-    from satground.tracking import epoch_plots
+    from satground.harness.tracking import epoch_plots
 
     path = tmp_path / "dvc.yaml"
     if content is not None:

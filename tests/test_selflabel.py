@@ -115,7 +115,7 @@ def test_reaches_the_bar_on_nine_real_digits():
 def test_the_stage_settings_reach_the_fit(monkeypatch):
     """`cluster.rounds`, `cluster.n_nets` and `cluster.n_neighbors` from params.yaml reach `fit`;
     the schema's defaults are the study's two rounds of three nets."""
-    from satground.params import Cluster
+    from satground.harness.params import Cluster
 
     defaults = inspect.signature(SelfLabelClusterer.fit).parameters
     assert Cluster().rounds == defaults["rounds"].default == 2

@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from satground.params import describe
+from satground.harness.params import describe
 from stage_commands import REPO
 
 STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
@@ -30,7 +30,7 @@ def test_a_stage_help_lists_its_paths_and_the_parameters_it_reads(name):
 
 
 def test_describe_names_a_key_that_is_not_a_parameter():
-    from satground.io import PipelineError
+    from satground.harness.io import PipelineError
 
     assert describe("train.epochs")[0].startswith("train.epochs (8): ")
     assert [line.split(" ")[0] for line in describe("data.givens")] == ["data.givens.mean", "data.givens.std"]

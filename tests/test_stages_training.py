@@ -19,13 +19,13 @@ import torch
 import yaml
 
 from satground.data import build_visual_boards, load_boards, save_prepared, split_files
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.classifier import load_classifier, save_classifier
 from satground.digitcnn import DigitReader
 from satground.lenet import LeNet, distill_epoch
 from satground.lenet import predict as classify
 from satground.metrics import best_matching
-from satground.params import compose
+from satground.harness.params import compose
 from stage_commands import declared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -691,7 +691,7 @@ def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_t
     import signal
 
     import satground.training
-    from satground.stage import run_stage
+    from satground.harness.stage import run_stage
 
     monkeypatch.setenv("SATGROUND_RESUME_DIR", str(tmp_path / "cache"))
     params = {**PARAMS, "train": {**PARAMS["train"], "epochs": 3, "decay_epochs": 1}}
@@ -735,7 +735,7 @@ def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_t
 
 def test_a_read_only_resume_folder_stops_the_stage_before_any_work(workdir, ungrounded_run, tmp_path,
                                                                    monkeypatch):
-    from satground.io import PipelineError
+    from satground.harness.io import PipelineError
 
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
     folder = tmp_path / "checkpoints"

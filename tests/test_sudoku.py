@@ -9,7 +9,7 @@ import pytest
 from pysat.solvers import Solver
 
 from satground import sudoku
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 
 
 def sat_solutions(puzzle: np.ndarray, board_size: int, limit: int = 2) -> list:

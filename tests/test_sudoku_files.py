@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from satground import sudoku, sudoku_files
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 
 
 @pytest.fixture(scope="module")

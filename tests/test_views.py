@@ -4,9 +4,9 @@ import torch
 import torch.nn.functional as F
 
 from satground.digitcnn import DigitReader, deskew
-from satground.io import PipelineError
+from satground.harness.io import PipelineError
 from satground.lenet import LeNet
-from satground.params import Params, parse_params
+from satground.harness.params import Params, parse_params
 from satground.views import VIEWS, ReaderViews, view
 
 

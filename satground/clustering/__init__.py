@@ -17,7 +17,7 @@ and never depend on which method produced the file.
 from __future__ import annotations
 
 from .infogan import InfoGANClusterer
-from ..io import PipelineError, load_torch, save_torch
+from ..harness.io import PipelineError, load_torch, save_torch
 from .manifold import PeersClusterer, SpectralClusterer, UMAPClusterer
 from .selflabel import SelfLabelClusterer
 

@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..io import seed_everything
+from ..harness.io import seed_everything
 from ..lenet import image_batch
 
 

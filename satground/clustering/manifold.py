@@ -26,7 +26,7 @@ import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import eigsh
 
-from ..io import seed_everything
+from ..harness.io import seed_everything
 
 
 def _features(images: torch.Tensor, mean: torch.Tensor, components: torch.Tensor) -> torch.Tensor:

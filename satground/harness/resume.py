@@ -24,7 +24,7 @@ import torch
 
 from .io import PipelineError, load_torch, save_torch
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def _digest(h, obj) -> None:

@@ -26,7 +26,7 @@ import yaml
 from .io import PipelineError
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
-PROFILES = Path(__file__).resolve().parents[1] / "profiles"
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 BASE_PROFILE = "4x4"  # the schema's own defaults (no file): a 4x4 first look in minutes
 DEFAULT_PROFILE = "cpu9_fast"  # what the committed params.yaml holds: `dvc repro` runs it
 
