@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from satground.mnist import load_digits
+from satground.boards.mnist import load_digits
 from satground.reread import train_reader
 
 

@@ -30,7 +30,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from .harness.io import PipelineError
-from .sudoku import peers
+from .boards.sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")
 # where the cluster -> digit permutation comes from: the Symbol Grounding Loss's P_hat (the

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import var_mask
+from .boards.data import var_mask
 from .classifier import build_classifier, reader_config
 from .harness.io import PipelineError, check_finite_weights, load_torch
 from .lenet import image_batch

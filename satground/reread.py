@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import lenet
-from .data import Boards
+from .boards.data import Boards
 from .digitcnn import DigitReader, deskew, train_digit_cnns
 from .check import log_inference
 from .models import VisualSolver

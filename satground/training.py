@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .data import Boards, onehot, var_mask
+from .boards.data import Boards, onehot, var_mask
 from .digitcnn import DigitReader
 from .grounding import relabel
 from .harness.io import PipelineError
 from .lenet import outputs
-from .metrics import output_metrics, solution_metrics
+from .boards.metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .harness.resume import Resumable
 from .satnet.layer import SATNet, NonFiniteError

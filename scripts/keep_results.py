@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from satground.harness.io import PipelineError, atomic_directory, json_text, load_json
-from satground.metrics import markdown_table
+from satground.boards.metrics import markdown_table
 from satground.harness.records import FILES as RECORD
 from satground.harness.tracking import timing_is_current
 

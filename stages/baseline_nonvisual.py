@@ -10,7 +10,7 @@ import copy
 
 import torch
 
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
 from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
 from satground.harness.params import load_params

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint

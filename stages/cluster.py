@@ -33,11 +33,11 @@ from pathlib import Path
 import torch
 
 from satground.clustering import CLUSTERERS, save_clusterer
-from satground.data import load_given_images, load_image_labels, peer_cannot_links
+from satground.boards.data import load_given_images, load_image_labels, peer_cannot_links
 from satground.harness.io import PipelineError, atomic_directory, save_figure
-from satground.metrics import cluster_report, format_accuracy, peer_conflict_rate, restart_agreement
+from satground.boards.metrics import cluster_report, format_accuracy, peer_conflict_rate, restart_agreement
 from satground.harness.params import load_params
-from satground.plots import plot_confusion, plot_samples
+from satground.boards.plots import plot_confusion, plot_samples
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport
 

@@ -27,9 +27,9 @@ from satground import lenet
 from satground.classifier import save_classifier
 from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import load_clusterer
-from satground.data import load_given_images, load_image_labels
+from satground.boards.data import load_given_images, load_image_labels
 from satground.harness.io import PipelineError, seed_everything
-from satground.metrics import cluster_report, format_accuracy
+from satground.boards.metrics import cluster_report, format_accuracy
 from satground.harness.params import load_params
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport

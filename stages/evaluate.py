@@ -16,11 +16,11 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from satground.data import given_image_indices, load_boards, load_truth
+from satground.boards.data import given_image_indices, load_boards, load_truth
 from satground.grounding import hard_permutation, load_permutation
 from satground.harness.io import atomic_outputs, seed_everything
 from satground.lenet import predict as classify
-from satground.metrics import best_matching, clustering_accuracy, markdown_table
+from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table
 from satground.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.check import Checked

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from satground.classifier import load_classifier
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
                                  peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
@@ -33,7 +33,7 @@ from satground.lenet import predict as classify
 from satground.losses import GroundingLoss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.harness.params import load_params
-from satground.plots import plot_permutation
+from satground.boards.plots import plot_permutation
 from satground.satnet import check_setup
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport

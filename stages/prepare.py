@@ -10,13 +10,13 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from satground import sudoku, sudoku_files
-from satground.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
-                            save_prepared, split_files, split_image_pools)
+from satground.boards import sudoku, files as sudoku_files
+from satground.boards.data import (SPLITS, boards_from_given_images, build_visual_boards, given_image_indices,
+                                   save_prepared, split_files, split_image_pools)
 from satground.harness.io import PipelineError, save_figure
-from satground.mnist import load_digits
+from satground.boards.mnist import load_digits
 from satground.harness.params import load_params
-from satground.plots import plot_boards
+from satground.boards.plots import plot_boards
 from satground.harness.stage import check_memory, run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
 from satground.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.harness.params import load_params

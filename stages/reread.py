@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from satground.data import given_image_indices, load_boards, load_image_labels
+from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import save_all, seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, checkpoint, load_solver

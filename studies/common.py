@@ -55,7 +55,7 @@ def run_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
 
 def test_boards(run_dir: Path):
     """A finished workspace's test boards and their true full solutions (N, C)."""
-    from satground.data import load_boards
+    from satground.boards.data import load_boards
 
     prepared = run_dir / WORKSPACE["prepared"]
     return load_boards(prepared, "test"), load_boards(prepared, "test", view="grounded").labels.long()
@@ -65,10 +65,10 @@ def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     """cluster -> digit of the distilled classifier on the training given-cell images: the
     Hungarian matching of its clusters to the images' true digits (truth read here, for a report
     only; the stages never read it)."""
-    from satground.data import given_image_indices, load_boards, load_truth
+    from satground.boards.data import given_image_indices, load_boards, load_truth
     from satground.classifier import load_classifier
     from satground.lenet import predict
-    from satground.metrics import best_matching
+    from satground.boards.metrics import best_matching
 
     boards = load_boards(prepared, "train")
     pool = given_image_indices(boards)
@@ -106,7 +106,7 @@ def dev_percentages(scores: dict) -> dict:
 def show_rows(rows: list[dict], title: str, out: str | None) -> None:
     """Print the rows as a markdown table under `title`; also to CSV `out` where given."""
     import pandas as pd
-    from satground.metrics import markdown_table
+    from satground.boards.metrics import markdown_table
 
     frame = pd.DataFrame(rows)
     print(f"\n{title}\n")

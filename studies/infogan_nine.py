@@ -53,8 +53,8 @@ def run(args) -> None:
     from types import SimpleNamespace
 
     from satground.clustering.infogan import InfoGANClusterer, code_information, code_probabilities
-    from satground.data import load_given_images, load_image_labels
-    from satground.metrics import cluster_report
+    from satground.boards.data import load_given_images, load_image_labels
+    from satground.boards.metrics import cluster_report
     from satground.harness.params import compose
 
     prepared = prepared_boards(args.seed, args.scratch)

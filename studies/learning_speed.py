@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from satground import sudoku
-from satground.data import Boards
+from satground.boards import sudoku
+from satground.boards.data import Boards
 from satground.models import SymbolicSolver
 from satground.training import bce_loss, evaluate_outputs, train_epoch
 

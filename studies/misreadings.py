@@ -38,10 +38,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments, test_boards
-from satground.data import Boards, load_truth
+from satground.boards.data import Boards, load_truth
 from satground.harness.io import seed_everything
 from satground.lenet import image_batch
-from satground.metrics import solution_metrics
+from satground.boards.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
 from satground.check import Checked
 from satground.training import predict, predicted_digits

@@ -23,7 +23,7 @@ import torch
 
 from common import append_rows, markdown, read_rows, run_arguments, test_boards
 from satground.harness.io import seed_everything
-from satground.metrics import solution_metrics
+from satground.boards.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
 from satground.check import Checked
 from satground.training import predict, predicted_digits

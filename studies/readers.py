@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments
-from satground.data import given_image_indices, load_boards, load_image_labels
+from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, load_solver

@@ -25,7 +25,7 @@ import torch
 
 from common import dev_percentages, show_rows
 from satground.check import Checked
-from satground.data import given_image_indices, load_boards, load_image_labels
+from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
 from satground.lenet import predict as classify
 from satground.models import VisualSolver, load_solver

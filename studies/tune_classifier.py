@@ -15,7 +15,7 @@ import argparse
 import time
 
 from common import dev_percentages, show_rows
-from satground.data import load_boards
+from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
 from satground.models import load_solver
 from satground.harness.params import load_params

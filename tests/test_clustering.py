@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from satground import sudoku
+from satground.boards import sudoku
 from satground.clustering import infogan
 from satground.clustering import load_clusterer, save_clusterer
 from satground.clustering.infogan import InfoGANClusterer
 from satground.harness.io import PipelineError
-from satground.metrics import clustering_accuracy, peer_conflict_rate, restart_agreement
+from satground.boards.metrics import clustering_accuracy, peer_conflict_rate, restart_agreement
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "stages"))
@@ -235,10 +235,10 @@ class RecordingDict(dict):
 
 def record_loads(monkeypatch):
     """Record every file torch.load opens and every key read from a truth file."""
-    import satground.data
+    import satground.boards.data
 
     opened, truth_keys = [], []
-    real_load, real_truth = torch.load, satground.data.load_truth
+    real_load, real_truth = torch.load, satground.boards.data.load_truth
 
     def load(f, *args, **kwargs):
         opened.append(Path(f).name)
@@ -248,7 +248,7 @@ def record_loads(monkeypatch):
         return RecordingDict(real_truth(root, split), log=truth_keys)
 
     monkeypatch.setattr(torch, "load", load)
-    monkeypatch.setattr(satground.data, "load_truth", load_truth)
+    monkeypatch.setattr(satground.boards.data, "load_truth", load_truth)
     return opened, truth_keys
 
 

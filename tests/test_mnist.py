@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from satground.harness.io import PipelineError
-from satground.mnist import IMAGE_MAGIC, LABEL_MAGIC, load_digits, read_idx
+from satground.boards.mnist import IMAGE_MAGIC, LABEL_MAGIC, load_digits, read_idx
 
 
 def idx_bytes(array: np.ndarray, magic: int) -> bytes:

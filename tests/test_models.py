@@ -3,15 +3,15 @@ import numpy as np
 import pytest
 import torch
 
-from satground.data import build_visual_boards
+from satground.boards.data import build_visual_boards
 from satground.harness.io import PipelineError, save_torch
 from satground.lenet import LeNet
 from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
                               checkpoint, load_solver, solver_config)
-from satground.sudoku import generate_puzzles
+from satground.boards.sudoku import generate_puzzles
 from satground.digitcnn import DigitReader
 from satground.check import Checked
-from satground.metrics import solution_metrics
+from satground.boards.metrics import solution_metrics
 from satground.training import features_once, predicted_digits, predict, readings_once, solution_scores
 
 torch.set_num_threads(1)

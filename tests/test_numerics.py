@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from satground.data import Boards
+from satground.boards.data import Boards
 from satground.harness.io import PipelineError
 from satground.models import SymbolicSolver
 from satground.satnet import SATNet

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from satground import mnist, sudoku
+from satground.boards import mnist, sudoku
 from satground.clustering import CLUSTERERS
 from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.harness.io import PipelineError

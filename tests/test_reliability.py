@@ -14,12 +14,12 @@ import pytest
 import torch
 import yaml
 
-from satground import sudoku, sudoku_files
+from satground.boards import sudoku, files as sudoku_files
 from satground.clustering import load_clusterer
 from satground.harness.params import known_keys, load_params, parse_params
 from satground.harness.stage import stage_device
-from satground.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
-                            split_image_pools)
+from satground.boards.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
+                                   split_image_pools)
 from satground.grounding import load_permutation, permutation_record
 from satground.harness.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
 from satground.classifier import load_classifier, save_classifier

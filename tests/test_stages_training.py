@@ -18,13 +18,13 @@ import pytest
 import torch
 import yaml
 
-from satground.data import build_visual_boards, load_boards, save_prepared, split_files
+from satground.boards.data import build_visual_boards, load_boards, save_prepared, split_files
 from satground.harness.io import PipelineError
 from satground.classifier import load_classifier, save_classifier
 from satground.digitcnn import DigitReader
 from satground.lenet import LeNet, distill_epoch
 from satground.lenet import predict as classify
-from satground.metrics import best_matching
+from satground.boards.metrics import best_matching
 from satground.harness.params import compose
 from stage_commands import declared
 
@@ -59,7 +59,7 @@ def square_images(digits, rng):
 def make_prepared(root: Path, n_train=48, n_test=16, n_dev=16):
     """Prepared 4x4 boards in the data contract (unique-solution puzzles) + a distilled LeNet
     whose clusters are the digits relabelled by PLANTED."""
-    from satground.sudoku import generate_puzzles
+    from satground.boards.sudoku import generate_puzzles
 
     rng = np.random.default_rng(0)
     puzzles, solutions = generate_puzzles(n_train + n_dev + n_test, 2, seed=0)
@@ -246,16 +246,16 @@ def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(gr
 
 
 # every function that reads the Sudoku rules (peer cells, the rows, columns and boxes)
-PEER_CODE = {"satground.sudoku": ("peers", "valid_grids", "conflicting_boards"),
+PEER_CODE = {"satground.boards.sudoku": ("peers", "valid_grids", "conflicting_boards"),
              "satground.grounding": ("peer_cooccurrence", "peer_label_cooccurrence",
                                      "peer_label_permutation", "align_to_inputs"),
-             "satground.data": ("peer_cannot_links",),
-             "satground.metrics": ("peer_conflict_rate", "given_conflict_rate")}
+             "satground.boards.data": ("peer_cannot_links",),
+             "satground.boards.metrics": ("peer_conflict_rate", "given_conflict_rate")}
 # the callers whose use of them is not a reading of the rules by the method: (file, function)
-TOLERATED = {("satground/data.py", "load_boards"):
+TOLERATED = {("satground/boards/data.py", "load_boards"):
              "checks a boards file (a blank-cell label repeated among peers): a broken file stops "
              "the run, a sound one passes unchanged, so nothing is learnt from the rules",
-             ("satground/metrics.py", "output_metrics"):
+             ("satground/boards/metrics.py", "output_metrics"):
              "the valid-grid and given-conflict scores, logged as curves beside the labelled blank "
              "cells' accuracy; no early stop, restart or permutation is chosen on them"}
 # the settings that decide whether a run reads the rules
@@ -581,7 +581,7 @@ def test_zero_epochs_mean_not_run_for_the_baselines_and_the_proofreader(workdir,
 
 def test_inject_errors_changes_exactly_n_given_digits():
     module = stage("error_injection")
-    from satground.data import Boards
+    from satground.boards.data import Boards
 
     gen = np.random.default_rng(0)
     labels = torch.from_numpy(gen.integers(1, K + 1, size=(30, 16)).astype(np.uint8))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pysat.solvers import Solver
 
-from satground import sudoku
+from satground.boards import sudoku
 from satground.harness.io import PipelineError
 
 

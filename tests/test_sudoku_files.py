@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from satground import sudoku, sudoku_files
+from satground.boards import sudoku, files as sudoku_files
 from satground.harness.io import PipelineError
 
 

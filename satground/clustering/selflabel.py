@@ -35,7 +35,7 @@ import torch
 
 from ..digitcnn import DigitCNN, DigitReader, deskew, mean_softmax, train_digit_cnns
 from .manifold import cluster_members
-from ..metrics import best_matching
+from ..boards.metrics import best_matching
 
 
 def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,

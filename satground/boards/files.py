@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .harness.io import PipelineError, load_torch
+from ..harness.io import PipelineError, load_torch
 from .sudoku import check_boards, check_puzzles, n_cells, n_digits
 
 

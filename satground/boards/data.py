@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from scipy.sparse import coo_matrix
 
-from .harness.io import PipelineError, load_torch, save_all
+from ..harness.io import PipelineError, load_torch, save_all
 from .sudoku import conflicting_boards, peers, valid_grids
 
 SPLITS = ("train", "dev", "test")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from .harness.io import PipelineError
+from ..harness.io import PipelineError
 
 # Number of givens in the published SATNet dataset (Wang et al. 2019): 36.2 of 81 on average.
 # Other board sizes keep the same fraction of given cells.

