@@ -22,8 +22,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from satground.digitcnn import DigitCNN
-from satground.lenet import LeNet
+from satground.readers.digitcnn import DigitCNN
+from satground.readers.lenet import LeNet
 
 NETS = {"lenet": (lambda: LeNet(9), 1440), "cnn": (lambda: DigitCNN(9), 128)}
 

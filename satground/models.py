@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .boards.data import var_mask
-from .classifier import build_classifier, reader_config
+from .readers.classifier import build_classifier, reader_config
 from .harness.io import PipelineError, check_finite_weights, load_torch
-from .lenet import image_batch
+from .readers.lenet import image_batch
 from .satnet import SATNet
 
 

@@ -19,10 +19,10 @@ from torch import nn
 from tqdm import tqdm
 
 from .boards.data import Boards, onehot, var_mask
-from .digitcnn import DigitReader
+from .readers.digitcnn import DigitReader
 from .grounding import relabel
 from .harness.io import PipelineError
-from .lenet import outputs
+from .readers.lenet import outputs
 from .boards.metrics import output_metrics, solution_metrics
 from .models import VisualSolver
 from .harness.resume import Resumable

@@ -11,7 +11,7 @@ import torch
 
 from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
-from satground.lenet import LeNet
+from satground.readers.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
 from satground.harness.params import load_params
 from satground.satnet import check_setup

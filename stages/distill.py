@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from satground import lenet
-from satground.classifier import save_classifier
+from satground.readers import lenet
+from satground.readers.classifier import save_classifier
 from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import load_clusterer
 from satground.boards.data import load_given_images, load_image_labels

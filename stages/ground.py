@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import torch
 
-from satground.classifier import load_classifier
+from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
                                  peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
-from satground.lenet import predict as classify
+from satground.readers.lenet import predict as classify
 from satground.losses import GroundingLoss
 from satground.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.harness.params import load_params

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 
 import torch
 
-from satground.classifier import load_classifier
+from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.harness.io import PipelineError, save_all, seed_everything

@@ -66,8 +66,8 @@ def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     Hungarian matching of its clusters to the images' true digits (truth read here, for a report
     only; the stages never read it)."""
     from satground.boards.data import given_image_indices, load_boards, load_truth
-    from satground.classifier import load_classifier
-    from satground.lenet import predict
+    from satground.readers.classifier import load_classifier
+    from satground.readers.lenet import predict
     from satground.boards.metrics import best_matching
 
     boards = load_boards(prepared, "train")

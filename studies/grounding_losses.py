@@ -57,7 +57,7 @@ from pathlib import Path
 import torch
 
 from common import REPO, append_rows, markdown, read_rows, true_permutation
-from satground.classifier import load_classifier
+from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards, load_truth
 from satground.grounding import hard_permutation, is_permutation
 from satground.harness.io import seed_everything

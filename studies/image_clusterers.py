@@ -60,7 +60,7 @@ def _umap_gmm(train_feats, test_feats, k, seed, n_neighbors, dim, metric="euclid
 def run_umap_deskew(train, test, k, seed):
     from sklearn.decomposition import PCA
 
-    from satground.digitcnn import deskew
+    from satground.readers.digitcnn import deskew
 
     a = deskew(train).reshape(len(train), -1).numpy()
     b = deskew(test).reshape(len(test), -1).numpy()
@@ -73,7 +73,7 @@ def run_n2d(train, test, k, seed, epochs=20):
     import torch.nn as nn
     import torch.nn.functional as F
 
-    from satground.digitcnn import deskew
+    from satground.readers.digitcnn import deskew
 
     torch.manual_seed(seed)
     a = deskew(train).reshape(len(train), -1)
@@ -104,7 +104,7 @@ def run_simclr(train, test, k, seed, epochs=40, batch=256, tau=0.2):
     import torch.nn as nn
     import torch.nn.functional as F
 
-    from satground.digitcnn import DigitCNN, augment, deskew
+    from satground.readers.digitcnn import DigitCNN, augment, deskew
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)

@@ -40,7 +40,7 @@ from torch import nn
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments, test_boards
 from satground.boards.data import Boards, load_truth
 from satground.harness.io import seed_everything
-from satground.lenet import image_batch
+from satground.readers.lenet import image_batch
 from satground.boards.metrics import solution_metrics
 from satground.models import VisualSolver, load_solver
 from satground.check import Checked

@@ -29,7 +29,7 @@ import torch
 from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
-from satground.lenet import predict as classify
+from satground.readers.lenet import predict as classify
 from satground.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.reread import pseudo_labels, satnet_votes, train_reader

@@ -27,7 +27,7 @@ from common import dev_percentages, show_rows
 from satground.check import Checked
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
-from satground.lenet import predict as classify
+from satground.readers.lenet import predict as classify
 from satground.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.reread import pseudo_labels, satnet_votes, train_reader

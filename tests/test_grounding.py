@@ -6,7 +6,7 @@ from satground.grounding import (PermutationAccumulator, align_to_inputs, fold_i
                                  fold_into_satnet, hard_permutation, is_permutation,
                                  peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
                                  permutation_matrix, relabel)
-from satground.lenet import LeNet
+from satground.readers.lenet import LeNet
 from satground.boards.sudoku import peers
 from satground.losses import symbol_grounding_loss
 from satground.satnet import SATNet

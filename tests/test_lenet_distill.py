@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from satground import lenet
-from satground.classifier import load_classifier, save_classifier
+from satground.readers import lenet
+from satground.readers.classifier import load_classifier, save_classifier
 from satground.clustering import infogan
 from satground.clustering.ablation import mislabel, shift_boundaries
 from satground.clustering import CLUSTERERS, save_clusterer
 from satground.clustering.selflabel import SelfLabelClusterer
-from satground.digitcnn import DigitCNN, DigitReader
+from satground.readers.digitcnn import DigitCNN, DigitReader
 from satground.clustering.infogan import InfoGANClusterer
 from satground.harness.io import PipelineError
 from test_clustering import digit_images, make_prepared, record_loads, write_params

@@ -22,8 +22,8 @@ from satground.boards.data import (build_visual_boards, load_boards, load_truth,
                                    split_image_pools)
 from satground.grounding import load_permutation, permutation_record
 from satground.harness.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
-from satground.classifier import load_classifier, save_classifier
-from satground.lenet import LeNet
+from satground.readers.classifier import load_classifier, save_classifier
+from satground.readers.lenet import LeNet
 from satground.models import SymbolicSolver, checkpoint, load_solver
 from stage_commands import REPO, declared, script
 

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from satground.boards.data import build_visual_boards, onehot
-from satground.digitcnn import DigitReader
-from satground.lenet import LeNet
+from satground.readers.digitcnn import DigitReader
+from satground.readers.lenet import LeNet
 from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.check import Checked, checked_readings
 from satground.reread import pseudo_labels, satnet_votes, train_reader

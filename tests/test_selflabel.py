@@ -8,7 +8,7 @@ import torch
 
 from satground.boards.metrics import clustering_accuracy
 from satground.boards.mnist import load_digits
-from satground.digitcnn import deskew
+from satground.readers.digitcnn import deskew
 from satground.clustering.selflabel import SelfLabelClusterer
 
 # Small and fast: one embedding, one net, five epochs, one round. Batches of 16 give the net

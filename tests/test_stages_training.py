@@ -20,10 +20,10 @@ import yaml
 
 from satground.boards.data import build_visual_boards, load_boards, save_prepared, split_files
 from satground.harness.io import PipelineError
-from satground.classifier import load_classifier, save_classifier
-from satground.digitcnn import DigitReader
-from satground.lenet import LeNet, distill_epoch
-from satground.lenet import predict as classify
+from satground.readers.classifier import load_classifier, save_classifier
+from satground.readers.digitcnn import DigitReader
+from satground.readers.lenet import LeNet, distill_epoch
+from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching
 from satground.harness.params import compose
 from stage_commands import declared
@@ -375,7 +375,7 @@ def test_the_rule_free_profile_never_calls_the_peer_structure_code(workdir, tmp_
 def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, ungrounded_run, tmp_path):
     """The stage's reader is a DigitReader in front of train's SATNet, unchanged; reread.reader:
     none (the paper) writes train's solver as it is."""
-    from satground.digitcnn import DigitReader
+    from satground.readers.digitcnn import DigitReader
     from satground.models import load_solver
     trained = load_solver(workdir / "models/solver.pt")
     reread = load_solver(workdir / "models/solver_reread.pt")

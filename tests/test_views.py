@@ -3,11 +3,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from satground.digitcnn import DigitReader, deskew
+from satground.readers.digitcnn import DigitReader, deskew
 from satground.harness.io import PipelineError
-from satground.lenet import LeNet
+from satground.readers.lenet import LeNet
 from satground.harness.params import Params, parse_params
-from satground.views import VIEWS, ReaderViews, view
+from satground.readers.views import VIEWS, ReaderViews, view
 
 
 def digits(n=6, seed=0):

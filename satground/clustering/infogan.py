@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from ..harness.io import seed_everything
-from ..lenet import image_batch
+from ..readers.lenet import image_batch
 
 
 _GLOBAL_RNG = threading.Lock()  # the global torch generator, which weight initialisation reads

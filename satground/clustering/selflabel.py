@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..digitcnn import DigitCNN, DigitReader, deskew, mean_softmax, train_digit_cnns
+from ..readers.digitcnn import DigitCNN, DigitReader, deskew, mean_softmax, train_digit_cnns
 from .manifold import cluster_members
 from ..boards.metrics import best_matching
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from .digitcnn import DigitReader
-from .harness.io import PipelineError, check_finite_weights, load_torch, save_torch
+from ..harness.io import PipelineError, check_finite_weights, load_torch, save_torch
 from .lenet import LeNet
 
 
