@@ -18,7 +18,7 @@ import time
 import torch
 
 from satground.boards.mnist import load_digits
-from satground.reread import train_reader
+from satground.solver.reread import train_reader
 
 
 def timed_reader(threads: int, images, labels, args):

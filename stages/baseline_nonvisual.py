@@ -12,12 +12,12 @@ import torch
 
 from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
-from satground.models import SymbolicSolver, add_trainable_proofreader, checkpoint
+from satground.solver.models import SymbolicSolver, add_trainable_proofreader, checkpoint
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport, save_scores
-from satground.training import bce_loss, fit, solution_scores
+from satground.solver.training import bce_loss, fit, solution_scores
 
 
 def main(argv=None):

@@ -15,14 +15,14 @@ import torch
 
 from satground.boards.data import Boards, load_boards
 from satground.harness.io import atomic_outputs, seed_everything
-from satground.models import load_solver
+from satground.solver.models import load_solver
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.boards.metrics import markdown_table, output_metrics
 from satground.boards.sudoku import count_solutions_many
 from satground.harness.tracking import StageReport
-from satground.training import predict, predicted_digits, subset
+from satground.solver.training import predict, predicted_digits, subset
 
 
 def inject_errors(boards: Boards, n_errors: int, rng: np.random.Generator) -> Boards:

@@ -17,17 +17,17 @@ import pandas as pd
 import torch
 
 from satground.boards.data import given_image_indices, load_boards, load_truth
-from satground.grounding import hard_permutation, load_permutation
+from satground.solver.grounding import hard_permutation, load_permutation
 from satground.harness.io import atomic_outputs, seed_everything
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table
-from satground.models import VisualSolver, load_solver
+from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
-from satground.check import Checked
+from satground.solver.check import Checked
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport, load_scores, save_scores
-from satground.training import solution_scores
+from satground.solver.training import solution_scores
 from satground.readers.views import ReaderViews
 
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %

@@ -26,19 +26,19 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
-                                 peer_label_cooccurrence, peer_label_permutation, permutation_record)
+from satground.solver.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
+                                        peer_label_cooccurrence, peer_label_permutation, permutation_record)
 from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
 from satground.readers.lenet import predict as classify
-from satground.losses import GroundingLoss
-from satground.models import SymbolicSolver, VisualSolver, checkpoint
+from satground.solver.losses import GroundingLoss
+from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint
 from satground.harness.params import load_params
 from satground.boards.plots import plot_permutation
 from satground.satnet import check_setup
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport
-from satground.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
-                                predicted_digits, readings_once, split_boards)
+from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
+                                       predicted_digits, readings_once, split_boards)
 
 
 def main(argv=None):

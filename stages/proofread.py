@@ -9,12 +9,12 @@ import torch
 
 from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
-from satground.models import add_trainable_proofreader, checkpoint, load_solver
+from satground.solver.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport
-from satground.training import bce_loss, fit, readings_once
+from satground.solver.training import bce_loss, fit, readings_once
 
 
 def main(argv=None):

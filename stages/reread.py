@@ -16,9 +16,9 @@ import torch
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import save_all, seed_everything
 from satground.readers.lenet import predict as classify
-from satground.models import VisualSolver, checkpoint, load_solver
+from satground.solver.models import VisualSolver, checkpoint, load_solver
 from satground.harness.params import load_params
-from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport

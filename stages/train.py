@@ -16,14 +16,14 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.grounding import fold_into_classifier, fold_into_satnet, load_permutation
+from satground.solver.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.harness.io import PipelineError, save_all, seed_everything
-from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.harness.params import load_params
 from satground.satnet import check_setup, kernel_description
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport
-from satground.training import bce_loss, fit, freeze, readings_once, tune_classifier
+from satground.solver.training import bce_loss, fit, freeze, readings_once, tune_classifier
 
 
 def main(argv=None):

@@ -59,13 +59,13 @@ import torch
 from common import REPO, append_rows, markdown, read_rows, true_permutation
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards, load_truth
-from satground.grounding import hard_permutation, is_permutation
+from satground.solver.grounding import hard_permutation, is_permutation
 from satground.harness.io import seed_everything
-from satground.losses import APPROXMAX, LOSSES, GroundingLoss
+from satground.solver.losses import APPROXMAX, LOSSES, GroundingLoss
 from satground.boards.metrics import output_metrics, solution_metrics
-from satground.models import SymbolicSolver, VisualSolver
+from satground.solver.models import SymbolicSolver, VisualSolver
 from satground.harness.params import compose
-from satground.training import fit, freeze, predict, predicted_digits, subset
+from satground.solver.training import fit, freeze, predict, predicted_digits, subset
 
 RESULTS = REPO / "results" / "grounding_losses"
 

@@ -27,13 +27,13 @@ import yaml
 
 from common import WORKSPACE, append_rows, markdown, read_rows, stage, true_permutation
 from satground.boards.data import load_boards
-from satground.grounding import load_permutation
+from satground.solver.grounding import load_permutation
 from satground.harness.io import load_json
 from satground.boards.metrics import output_metrics, solution_metrics
-from satground.models import load_solver
+from satground.solver.models import load_solver
 from satground.harness.params import compose, parse_params, read_yaml
-from satground.training import predict as predict_boards
-from satground.training import predicted_digits
+from satground.solver.training import predict as predict_boards
+from satground.solver.training import predicted_digits
 
 
 def params_for(profile: str, seed: int, overrides: list[str] = ()) -> dict:

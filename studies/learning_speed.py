@@ -23,8 +23,8 @@ import torch
 
 from satground.boards import sudoku
 from satground.boards.data import Boards
-from satground.models import SymbolicSolver
-from satground.training import bce_loss, evaluate_outputs, train_epoch
+from satground.solver.models import SymbolicSolver
+from satground.solver.training import bce_loss, evaluate_outputs, train_epoch
 
 
 def symbolic_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int) -> Boards:

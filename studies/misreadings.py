@@ -42,9 +42,9 @@ from satground.boards.data import Boards, load_truth
 from satground.harness.io import seed_everything
 from satground.readers.lenet import image_batch
 from satground.boards.metrics import solution_metrics
-from satground.models import VisualSolver, load_solver
-from satground.check import Checked
-from satground.training import predict, predicted_digits
+from satground.solver.models import VisualSolver, load_solver
+from satground.solver.check import Checked
+from satground.solver.training import predict, predicted_digits
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
 

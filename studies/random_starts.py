@@ -24,9 +24,9 @@ import torch
 from common import append_rows, markdown, read_rows, run_arguments, test_boards
 from satground.harness.io import seed_everything
 from satground.boards.metrics import solution_metrics
-from satground.models import VisualSolver, load_solver
-from satground.check import Checked
-from satground.training import predict, predicted_digits
+from satground.solver.models import VisualSolver, load_solver
+from satground.solver.check import Checked
+from satground.solver.training import predict, predicted_digits
 
 
 class CheckedReadings(VisualSolver):

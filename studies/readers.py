@@ -30,10 +30,10 @@ from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
 from satground.readers.lenet import predict as classify
-from satground.models import VisualSolver, load_solver
+from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
-from satground.reread import pseudo_labels, satnet_votes, train_reader
-from satground.training import solution_scores
+from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.training import solution_scores
 
 
 def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:

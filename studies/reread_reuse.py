@@ -24,15 +24,15 @@ import time
 import torch
 
 from common import dev_percentages, show_rows
-from satground.check import Checked
+from satground.solver.check import Checked
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
 from satground.readers.lenet import predict as classify
-from satground.models import VisualSolver, load_solver
+from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
-from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.satnet import check_setup
-from satground.training import solution_scores
+from satground.solver.training import solution_scores
 
 
 def voter_cells(boards, cells: int | None, generator: torch.Generator) -> torch.Tensor | None:

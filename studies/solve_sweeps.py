@@ -18,11 +18,11 @@ from pathlib import Path
 from common import dev_percentages, show_rows
 from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
-from satground.models import load_solver
+from satground.solver.models import load_solver
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import stage_device
-from satground.training import solution_scores
+from satground.solver.training import solution_scores
 
 
 def main(argv=None):

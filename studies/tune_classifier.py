@@ -17,11 +17,11 @@ import time
 from common import dev_percentages, show_rows
 from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
-from satground.models import load_solver
+from satground.solver.models import load_solver
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import stage_device
-from satground.training import solution_scores, tune_classifier
+from satground.solver.training import solution_scores, tune_classifier
 
 
 def run(value: str) -> tuple[float, int]:

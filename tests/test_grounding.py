@@ -2,13 +2,13 @@
 import pytest
 import torch
 
-from satground.grounding import (PermutationAccumulator, align_to_inputs, fold_into_classifier,
-                                 fold_into_satnet, hard_permutation, is_permutation,
-                                 peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
-                                 permutation_matrix, relabel)
+from satground.solver.grounding import (PermutationAccumulator, align_to_inputs, fold_into_classifier,
+                                        fold_into_satnet, hard_permutation, is_permutation,
+                                        peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
+                                        permutation_matrix, relabel)
 from satground.readers.lenet import LeNet
 from satground.boards.sudoku import peers
-from satground.losses import symbol_grounding_loss
+from satground.solver.losses import symbol_grounding_loss
 from satground.satnet import SATNet
 
 torch.set_num_threads(1)

@@ -4,9 +4,9 @@ import itertools
 import pytest
 import torch
 
-from satground.grounding import permutation_matrix
-from satground.losses import (APPROXMAX, LOSSES, GroundingLoss, approxmax, matched_loss, sinkhorn,
-                              sinkhorn_loss, soft_matching, soft_permutation, symbol_grounding_loss)
+from satground.solver.grounding import permutation_matrix
+from satground.solver.losses import (APPROXMAX, LOSSES, GroundingLoss, approxmax, matched_loss, sinkhorn,
+                                     sinkhorn_loss, soft_matching, soft_permutation, symbol_grounding_loss)
 
 torch.set_num_threads(1)
 
@@ -209,7 +209,7 @@ def test_the_paper_gradient_near_uniform_does_not_at_nine_digits():
 
 
 def hard_permutation_of(P):
-    from satground.grounding import hard_permutation
+    from satground.solver.grounding import hard_permutation
     return hard_permutation(P, "hungarian")
 
 

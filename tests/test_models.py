@@ -6,13 +6,13 @@ import torch
 from satground.boards.data import build_visual_boards
 from satground.harness.io import PipelineError, save_torch
 from satground.readers.lenet import LeNet
-from satground.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
-                              checkpoint, load_solver, solver_config)
+from satground.solver.models import (Proofreader, SymbolicSolver, VisualSolver, add_trainable_proofreader,
+                                     checkpoint, load_solver, solver_config)
 from satground.boards.sudoku import generate_puzzles
 from satground.readers.digitcnn import DigitReader
-from satground.check import Checked
+from satground.solver.check import Checked
 from satground.boards.metrics import solution_metrics
-from satground.training import features_once, predicted_digits, predict, readings_once, solution_scores
+from satground.solver.training import features_once, predicted_digits, predict, readings_once, solution_scores
 
 torch.set_num_threads(1)
 K, C = 4, 16  # 4x4 boards

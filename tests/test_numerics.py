@@ -9,10 +9,10 @@ import torch.nn.functional as F
 
 from satground.boards.data import Boards
 from satground.harness.io import PipelineError
-from satground.models import SymbolicSolver
+from satground.solver.models import SymbolicSolver
 from satground.satnet import SATNet
 from satground.satnet.layer import MixingFunction
-from satground.training import train_epoch
+from satground.solver.training import train_epoch
 
 N_VARS, M, AUX, BATCH, BAD = 10, 12, 2, 4, 1  # sample BAD gets the non-finite entry
 

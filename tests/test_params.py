@@ -11,9 +11,9 @@ import yaml
 
 from satground.boards import mnist, sudoku
 from satground.clustering import CLUSTERERS
-from satground.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
+from satground.solver.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.harness.io import PipelineError
-from satground.losses import APPROXMAX, LOSSES
+from satground.solver.losses import APPROXMAX, LOSSES
 from satground.harness.params import (BASE_PROFILE, DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, Params, compose,
                                       flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
 

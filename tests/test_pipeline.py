@@ -79,13 +79,13 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
         # the ablation's corruption rerun cluster and distill, the Symbol Grounding Loss ground
         # alone (the baselines' BCE lives in training.py), not the stages after them
         for module, expected in [("clustering/ablation.py", {"cluster", "distill"}),
-                                 ("losses.py", {"ground"})]:
+                                 ("solver/losses.py", {"ground"})]:
             path = smoke_repo / "satground" / module
             path.write_text(path.read_text() + "\n# touched\n")
             assert stale_stages(smoke_repo) == expected, module
             sh(["git", "checkout", f"satground/{module}"], smoke_repo)
     finally:
-        sh(["git", "checkout", "params.yaml", "satground/losses.py", "satground/clustering/ablation.py"], smoke_repo)
+        sh(["git", "checkout", "params.yaml", "satground/solver/losses.py", "satground/clustering/ablation.py"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
 
 

@@ -20,11 +20,11 @@ from satground.harness.params import known_keys, load_params, parse_params
 from satground.harness.stage import stage_device
 from satground.boards.data import (build_visual_boards, load_boards, load_truth, save_prepared, split_files,
                                    split_image_pools)
-from satground.grounding import load_permutation, permutation_record
+from satground.solver.grounding import load_permutation, permutation_record
 from satground.harness.io import PipelineError, atomic_directory, atomic_write, load_torch, save_all, save_torch
 from satground.readers.classifier import load_classifier, save_classifier
 from satground.readers.lenet import LeNet
-from satground.models import SymbolicSolver, checkpoint, load_solver
+from satground.solver.models import SymbolicSolver, checkpoint, load_solver
 from stage_commands import REPO, declared, script
 
 
@@ -492,7 +492,7 @@ def test_boards_files_without_a_board_or_breaking_the_rule_are_refused(prepared)
 ])
 def test_a_foreign_or_broken_solver_checkpoint_is_refused_naming_the_file(change, problem, tmp_path):
     path = tmp_path / "solver.pt"
-    from satground.models import VisualSolver
+    from satground.solver.models import VisualSolver
     saved = checkpoint(VisualSolver(LeNet(4), SymbolicSolver(2, m=20, aux=4, max_iter=5)))
     change(saved)
     save_all({path: saved})

@@ -8,9 +8,9 @@ from torch import nn
 from satground.boards.data import build_visual_boards, onehot
 from satground.readers.digitcnn import DigitReader
 from satground.readers.lenet import LeNet
-from satground.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.check import Checked, checked_readings
-from satground.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.solver.check import Checked, checked_readings
+from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.boards.sudoku import generate_puzzles
 
 K = 4

@@ -343,7 +343,7 @@ def test_backward_sweeps_caps_the_backward_alone():
 
 
 def test_backward_sweeps_reach_the_layer_from_the_solvers(tmp_path):
-    from satground.models import SymbolicSolver, checkpoint, load_solver
+    from satground.solver.models import SymbolicSolver, checkpoint, load_solver
     solver = SymbolicSolver(2, 10, 4, backward_sweeps=3)
     assert solver.satnet.backward_sweeps == 3 and SymbolicSolver(2, 10, 4).satnet.backward_sweeps is None
     torch.save(checkpoint(solver), tmp_path / "solver.pt")

@@ -247,8 +247,8 @@ def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(gr
 
 # every function that reads the Sudoku rules (peer cells, the rows, columns and boxes)
 PEER_CODE = {"satground.boards.sudoku": ("peers", "valid_grids", "conflicting_boards"),
-             "satground.grounding": ("peer_cooccurrence", "peer_label_cooccurrence",
-                                     "peer_label_permutation", "align_to_inputs"),
+             "satground.solver.grounding": ("peer_cooccurrence", "peer_label_cooccurrence",
+                                            "peer_label_permutation", "align_to_inputs"),
              "satground.boards.data": ("peer_cannot_links",),
              "satground.boards.metrics": ("peer_conflict_rate", "given_conflict_rate")}
 # the callers whose use of them is not a reading of the rules by the method: (file, function)
@@ -376,7 +376,7 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
     """The stage's reader is a DigitReader in front of train's SATNet, unchanged; reread.reader:
     none (the paper) writes train's solver as it is."""
     from satground.readers.digitcnn import DigitReader
-    from satground.models import load_solver
+    from satground.solver.models import load_solver
     trained = load_solver(workdir / "models/solver.pt")
     reread = load_solver(workdir / "models/solver_reread.pt")
     assert isinstance(reread.classifier, DigitReader) and len(reread.classifier.nets) == 2
@@ -396,8 +396,8 @@ def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(w
                                                                               tmp_path, monkeypatch):
     """train.classifier_lr 0: the classifier leaves train exactly as it came in (the distilled
     LeNet with the permutation folded in), and it reads each pool image once, not once a batch."""
-    from satground.grounding import fold_into_classifier, load_permutation
-    from satground.models import load_solver
+    from satground.solver.grounding import fold_into_classifier, load_permutation
+    from satground.solver.models import load_solver
     params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0}}
     (tmp_path / "frozen.yaml").write_text(yaml.safe_dump(params))
     calls = []
@@ -417,7 +417,7 @@ def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(w
 def trained_without_and_with_a_tune_epoch(ungrounded_run, tmp_path, tune_lr, **paths) -> dict:
     """The train stage with the classifier frozen, run with 0 and 1 tune epochs: {0: model, 1: model};
     metrics in tmp_path/m0, m1; `paths` replace the command's (classifier=...)."""
-    from satground.models import load_solver
+    from satground.solver.models import load_solver
     models = {}
     for tune in (0, 1):
         params = {**PARAMS, "train": {**PARAMS["train"], "classifier_lr": 0.0, "tune_epochs": tune,
@@ -640,7 +640,7 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
                                                               monkeypatch, capsys, name, decay_epochs):
     """The resumed run ends with the uninterrupted run's weights and curves, the learning-rate
     decay's place included (a decay restarted from its first batch would change the weights)."""
-    import satground.training
+    import satground.solver.training
 
     params = {**PARAMS, "ground": {**PARAMS["ground"], "epochs": 3, "patience": 3},
               "train": {**PARAMS["train"], "epochs": 3, "decay_epochs": decay_epochs}}
@@ -655,7 +655,7 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
     run(tmp_path / "whole")
     assert list((tmp_path / name).iterdir()) == []  # a finished loop leaves no resume file
 
-    real, calls = satground.training.train_epoch, []
+    real, calls = satground.solver.training.train_epoch, []
 
     def dies_in_epoch_3(*args, **kwargs):
         calls.append(1)
@@ -664,7 +664,7 @@ def test_a_killed_stage_resumes_after_its_last_finished_epoch(workdir, ungrounde
         return real(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(satground.training, "train_epoch", dies_in_epoch_3)
+        patch.setattr(satground.solver.training, "train_epoch", dies_in_epoch_3)
         with pytest.raises(Killed):
             run(tmp_path / "resumed")
     assert not (tmp_path / "resumed" / "model.pt").exists()
@@ -690,7 +690,7 @@ def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_t
     outside the workspace, and ends with the weights of a run never stopped."""
     import signal
 
-    import satground.training
+    import satground.solver.training
     from satground.harness.stage import run_stage
 
     monkeypatch.setenv("SATGROUND_RESUME_DIR", str(tmp_path / "cache"))
@@ -705,7 +705,7 @@ def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_t
         run_stage(lambda: stage("train").main(argv))
 
     run(tmp_path / "whole")
-    real, calls = satground.training.train_epoch, []
+    real, calls = satground.solver.training.train_epoch, []
 
     def terminated_in_epoch_2(*args, **kwargs):
         calls.append(1)
@@ -714,7 +714,7 @@ def test_sigterm_stops_a_queued_run_in_one_line_and_a_new_workspace_resumes_it_t
         return real(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(satground.training, "train_epoch", terminated_in_epoch_2)
+        patch.setattr(satground.solver.training, "train_epoch", terminated_in_epoch_2)
         capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
             run(tmp_path / "queued")
@@ -750,7 +750,7 @@ def test_a_read_only_resume_folder_stops_the_stage_before_any_work(workdir, ungr
 
 
 def test_the_learning_rates_fall_linearly_over_the_last_epochs():
-    from satground.training import linear_decay
+    from satground.solver.training import linear_decay
 
     weight = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([{"params": [weight], "lr": 0.4}, {"params": [], "lr": 0.8}])
@@ -769,7 +769,7 @@ def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_p
     """A run stopped after epoch 1 leaves its resume file; a run with another parameter starts
     from epoch 1 beside it (files are keyed by the run's fingerprint), and the stopped run still
     resumes from its own."""
-    import satground.training
+    import satground.solver.training
 
     monkeypatch.setenv("SATGROUND_RESUME_DIR", str(tmp_path / "cache"))
 
@@ -779,7 +779,7 @@ def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_p
         stage("train").main(declared("train", params=tmp_path / "params.yaml",
                                      model_out=tmp_path / "model.pt", metrics_out=tmp_path / "metrics"))
 
-    real, calls = satground.training.train_epoch, []
+    real, calls = satground.solver.training.train_epoch, []
 
     def failing_in_epoch_2(*args, **kwargs):
         calls.append(1)
@@ -788,7 +788,7 @@ def test_a_resume_file_of_another_run_is_not_used(workdir, ungrounded_run, tmp_p
         return real(*args, **kwargs)
 
     with monkeypatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(satground.training, "train_epoch", failing_in_epoch_2)
+        patch.setattr(satground.solver.training, "train_epoch", failing_in_epoch_2)
         run(lr=1e-5)
     stopped = list((tmp_path / "cache").iterdir())
     assert len(stopped) == 1

@@ -18,15 +18,15 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .boards.data import Boards, onehot, var_mask
-from .readers.digitcnn import DigitReader
+from ..boards.data import Boards, onehot, var_mask
+from ..readers.digitcnn import DigitReader
 from .grounding import relabel
-from .harness.io import PipelineError
-from .readers.lenet import outputs
-from .boards.metrics import output_metrics, solution_metrics
+from ..harness.io import PipelineError
+from ..readers.lenet import outputs
+from ..boards.metrics import output_metrics, solution_metrics
 from .models import VisualSolver
-from .harness.resume import Resumable
-from .satnet.layer import SATNet, NonFiniteError
+from ..harness.resume import Resumable
+from ..satnet.layer import SATNet, NonFiniteError
 
 
 def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:

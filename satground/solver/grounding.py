@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from .harness.io import PipelineError
-from .boards.sudoku import peers
+from ..harness.io import PipelineError
+from ..boards.sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")
 # where the cluster -> digit permutation comes from: the Symbol Grounding Loss's P_hat (the

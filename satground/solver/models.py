@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .boards.data import var_mask
-from .readers.classifier import build_classifier, reader_config
-from .harness.io import PipelineError, check_finite_weights, load_torch
-from .readers.lenet import image_batch
-from .satnet import SATNet
+from ..boards.data import var_mask
+from ..readers.classifier import build_classifier, reader_config
+from ..harness.io import PipelineError, check_finite_weights, load_torch
+from ..readers.lenet import image_batch
+from ..satnet import SATNet
 
 
 def cell_softmax(x: torch.Tensor, n_digits: int) -> torch.Tensor:

@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .readers import lenet
-from .boards.data import Boards
-from .readers.digitcnn import DigitReader, deskew, train_digit_cnns
+from ..readers import lenet
+from ..boards.data import Boards
+from ..readers.digitcnn import DigitReader, deskew, train_digit_cnns
 from .check import log_inference
 from .models import VisualSolver
 
