@@ -1,4 +1,5 @@
 """The SATNet layer: `from satground.satnet import SATNet`."""
-from .layer import BACKENDS, SATNet, SetupError, check_setup, kernel_description
+from .errors import SetupError
+from .layer import BACKENDS, SATNet, check_setup, kernel_description
 
 __all__ = ["SATNet", "BACKENDS", "SetupError", "check_setup", "kernel_description"]

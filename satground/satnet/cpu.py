@@ -57,7 +57,7 @@ from pathlib import Path
 import llvmlite.binding
 import torch
 
-from .layer import SetupError
+from .errors import SetupError
 
 SOURCE = Path(__file__).with_name("mixing.c")
 # reassociation lets the row updates' dot products vectorise (as numba's fastmath did); nothing

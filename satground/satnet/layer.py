@@ -19,23 +19,12 @@ import torch
 from torch import nn
 
 from . import reference
+from .errors import NonFiniteError, SetupError  # noqa: F401 (SetupError: re-exported, the backends raise it)
 
 BACKENDS = ("auto", "reference", "cpu", "gpu")
 NONFINITE = ("raise", "drop")
 # compute dtypes (S's dtype) the compiled kernels are written for; the reference runs any float
 BACKEND_DTYPES = {"cpu": (torch.float32, torch.float64), "gpu": (torch.float32, torch.float64)}
-
-
-class NonFiniteError(ValueError):
-    """SATNet's forward met a NaN/inf in z, S or its outputs (a ValueError: catch either)."""
-
-
-class SetupError(RuntimeError):
-    """A backend cannot run as this machine is set up: no or a failing C compiler, a bad
-    SATGROUND_CPU_* setting. One line naming the setting or the tool; `user_facing`, so a
-    pipeline stage prints it as one line."""
-
-    user_facing = True
 
 
 def check_setup(device: torch.device, precision: str | None = None) -> None:
