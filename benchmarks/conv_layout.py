@@ -9,9 +9,9 @@ pair by pair in one run (median seconds, ratio), from the same initial weights, 
 far the two variants' logits (max) and whole gradients (2-norm, relative) differ (the two
 orders: 0, bit for bit):
 
-    lenet   the end-to-end classifier (satground.lenet.LeNet) on a `train` batch's given cells:
+    lenet   the end-to-end classifier (satground.readers.lenet.LeNet) on a `train` batch's given cells:
             40 boards x 36 givens = 1,440 images
-    cnn     one net of the re-read ensemble (satground.digitcnn.DigitCNN) on a batch of 128
+    cnn     one net of the re-read ensemble (satground.readers.digitcnn.DigitCNN) on a batch of 128
 """
 from __future__ import annotations
 

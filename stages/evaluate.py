@@ -2,7 +2,7 @@
 and with proofreader (unless `proofread.epochs` is 0), the final model again with SATNet
 checking the givens' readings (unless `evaluate.check_folds` is 0), the self-grounded phase, and
 the results table (paper Tables 1 and 3) with the baselines' rows. With `evaluate.views` > 1 our
-model's readers read each image in that many views (satground/views.py) in every row of ours,
+model's readers read each image in that many views (satground/readers/views.py) in every row of ours,
 and the model as trained is also scored reading each image once (the paper's row).
 
 The only stage of our method that reads the test solution and the evaluation truth: board

@@ -1,7 +1,7 @@
 """Self-grounded training: learn which cluster is which digit through SATNet (paper sec. 3.2).
 
 The distilled classifier is frozen; SATNet is trained on the ungrounded training boards with
-the Symbol Grounding Loss over output cells (`ground.loss`, satground.losses): the paper's form,
+the Symbol Grounding Loss over output cells (`ground.loss`, satground.solver.losses): the paper's form,
 or `matched` (ours), which rewards the entries of the running P_hat's Hungarian matching after a
 warm-up epoch of the paper's form and, unlike it, is minimised at a permutation at nine digits
 too. After each epoch the loss's estimate of P_hat (the epoch's mean for the paper's form, the
@@ -11,13 +11,13 @@ Input-cell labels are never read.
 
 With ground.permutation: peers (ours, label free) the permutation folded into the classifier
 comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
-or box peer whose output label is its digit (satground.grounding.peer_label_permutation). The
+or box peer whose output label is its digit (satground.solver.grounding.peer_label_permutation). The
 loss's permutation is still found and reported beside it. With permutation: loss and no
 align_inputs (the rule-free configuration) the stage never reads the peer structure.
 
 P_hat maps SATNet's output encoding to digits. With ground.align_inputs (our addition, label
 free) the permutation is then moved to the classifier's encoding by the relabelling that
-SATNet's outputs show against their peer givens (satground.grounding.align_to_inputs); it is
+SATNet's outputs show against their peer givens (satground.solver.grounding.align_to_inputs); it is
 the identity, changing nothing, when SATNet numbers outputs like inputs.
 """
 from __future__ import annotations

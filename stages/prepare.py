@@ -2,7 +2,7 @@
 
 Puzzles come from the generator (unique solutions, seeded), the published SATNet files or a
 CSV of puzzle/solution strings, cut into train, dev and test boards in that order. Digit images
-come from the split's own pool: train, dev and test boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.data),
+come from the split's own pool: train, dev and test boards draw from disjoint sets of MNIST images. Writes data/prepared/ (see satground.boards.data),
 the mean number of givens as its metric, the data's statistics and plots/boards.png.
 """
 import time

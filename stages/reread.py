@@ -1,6 +1,6 @@
 """Stage `reread` (ours): SATNet re-reads the training givens, and a new reader learns them.
 
-See satground.reread. The trained solver's SATNet infers released givens of the training boards
+See satground.solver.reread. The trained solver's SATNet infers released givens of the training boards
 (from the other givens, or with `reread.context: solution` from those and the blank cells'
 training labels); their votes and the classifier's reading give each training image a
 pseudo-label; a new reader (`reread.reader`) trained on them replaces the classifier in front of

@@ -3,7 +3,7 @@ then train SATNet and the classifier with BCE on the output cells of the ungroun
 
 The classifier then speaks digits instead of clusters. SATNet continues from the self-grounded
 phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
-or that SATNet numbered its outputs unlike its inputs (see satground.grounding).
+or that SATNet numbered its outputs unlike its inputs (see satground.solver.grounding).
 With train.classifier_lr 0 the classifier is frozen and each image read once (ours, faster).
 Then, with train.tune_epochs, the classifier alone learns through the frozen SATNet (ours).
 Dev scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.

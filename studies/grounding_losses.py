@@ -3,8 +3,8 @@ cluster -> digit permutation by itself?
 
 Each run is the ground stage's model and loop: the frozen distilled classifier feeding
 SymbolicSolver(board_size, m, aux, max_iter, zero_input_outputs=True, output_softmax) in a
-VisualSolver, Adam on SATNet only, satground.training.fit over shuffled training boards, with
-the loss a satground.losses.GroundingLoss. The held-out boards are the stage's split
+VisualSolver, Adam on SATNet only, satground.solver.training.fit over shuffled training boards, with
+the loss a satground.solver.losses.GroundingLoss. The held-out boards are the stage's split
 (split_boards with val_fraction 0.1 and the run's seed); --n-train keeps only the first N of
 the remaining training boards (screening). Per epoch, one JSON line:
 

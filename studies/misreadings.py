@@ -13,7 +13,7 @@ and scores the test boards under each variant, nothing retrained:
     release<T     givens the classifier reads with confidence below T become blanks: SATNet
                   infers them from their peers; one row per T of --thresholds
     tta+release<T both
-    check         SATNet checks the readings (satground.check.Checked, --folds folds), as the
+    check         SATNet checks the readings (satground.solver.check.Checked, --folds folds), as the
                   evaluate stage's "+ check" rows
     proofreader+check, and where the run has models/solver_reread.pt (the reread stage):
     re-read, re-read+check   the stage's reader, without and with the check

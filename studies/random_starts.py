@@ -5,7 +5,7 @@
 
 SATNet's forward pass draws random unit vectors to start the mixing method from, so two passes
 on one board can end in different local optima of the relaxation. This scores the `evaluate`
-stage's "+ check" rows (satground.check.Checked, --folds folds) on the test boards of a finished
+stage's "+ check" rows (satground.solver.check.Checked, --folds folds) on the test boards of a finished
 `dvc repro` workspace, for the re-read solver and the proofread one, nothing retrained: the check
 is run once (seeded 0), then --starts solves of the checked boards, each from its own start. One
 row per solver and per n in 1, 2, 4, ...: the mean of n starts' outputs (evaluate.starts = n),

@@ -7,10 +7,10 @@ Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, params.
 section) and trains readers on the training boards' given images with three sources of labels:
 
     own      the trained classifier's own arg max (self-training)
-    reread   SATNet's votes on released givens plus that reading (satground.reread, the stage's)
+    reread   SATNet's votes on released givens plus that reading (satground.solver.reread, the stage's)
     truth    the true digits: a supervised ceiling, read for this report only
 
-and two readers (satground.reread.train_reader: `lenet`, a fresh LeNet; `cnn`, the DigitCNN
+and two readers (satground.solver.reread.train_reader: `lenet`, a fresh LeNet; `cnn`, the DigitCNN
 ensemble), plus the classifier as trained, and `cnn+trained`: the `cnn` reader with the
 classifier as trained kept in it, their probabilities averaged (`reread.keep_classifier`). Per
 row: label accuracy on the training images, reader accuracy on the test images, and the test

@@ -5,7 +5,7 @@ the dev boards, by the tune epochs' rate and count.
 
 MODEL is a models/solver.pt that `train` wrote with train.tune_epochs 0 (the end-to-end epochs
 alone; e.g. `dvc exp run -S train.tune_epochs=0`). Each run RATE:EPOCHS starts from it afresh and
-tunes its classifier with satground.training.tune_classifier, the stage's own function, on the
+tunes its classifier with satground.solver.training.tune_classifier, the stage's own function, on the
 training boards (params.yaml's seed, batch size and SATNet settings). A first row scores MODEL
 untouched. Per row: the dev boards exact and with every blank right, and the dev givens read
 right, with each solve at params.yaml's `satnet.solve_sweeps`, as evaluate's "as trained" row

@@ -1,4 +1,4 @@
-"""The prepare stage and satground.data: artifact contract, no input-label leakage, disjoint
+"""The prepare stage and satground.boards.data: artifact contract, no input-label leakage, disjoint
 image pools, determinism, and one-line errors that leave nothing behind."""
 import copy
 import hashlib

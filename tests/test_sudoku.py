@@ -1,4 +1,4 @@
-"""Puzzle generation, exact solving and the dataset readers of satground.sudoku.
+"""Puzzle generation, exact solving and the dataset readers of satground.boards.sudoku.
 
 Uniqueness is checked independently of our solver: a CNF encoding of Sudoku solved by
 python-sat, then solved again with the found solution blocked, which must be UNSAT.

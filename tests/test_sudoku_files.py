@@ -1,4 +1,4 @@
-"""The Sudoku file readers (sudoku_files.py): round trips and one-line errors for bad files."""
+"""The Sudoku file readers (satground/boards/files.py): round trips and one-line errors for bad files."""
 import numpy as np
 import pytest
 import torch

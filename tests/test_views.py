@@ -1,4 +1,4 @@
-"""Test-time views of a reader (satground/views.py, `evaluate.views`)."""
+"""Test-time views of a reader (satground/readers/views.py, `evaluate.views`)."""
 import pytest
 import torch
 import torch.nn.functional as F

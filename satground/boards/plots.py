@@ -1,5 +1,5 @@
 """The pipeline's figures (each stage saves them with io.save_figure): boards, clusters, the
-soft permutation. The per-epoch curves are drawn by satground.tracking from its own files.
+soft permutation. The per-epoch curves are drawn by satground.harness.tracking from its own files.
 """
 from __future__ import annotations
 

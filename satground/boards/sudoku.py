@@ -1,6 +1,6 @@
 """Sudoku puzzles: generation with a unique solution, exact solving, grid checks.
 
-The published dataset's and CSV files are read by sudoku_files.py.
+The published dataset's and CSV files are read by files.py.
 
 A board of box size n (`board_size`, 3 for 9x9, 2 for 4x4) has K = n*n digits and C = K*K
 cells, stored row-major as a uint8 vector of length C: 1..K for a digit, 0 for a blank cell.

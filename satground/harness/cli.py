@@ -43,7 +43,7 @@ def exps(argv: list[str] | None = None) -> int:
 
 def profile(argv: list[str] | None = None) -> int:
     """satground-profile NAME: writes ./params.yaml as the schema's defaults with
-    profiles/NAME.yaml laid over them (satground.params.params_text)."""
+    profiles/NAME.yaml laid over them (satground.harness.params.params_text)."""
     from .io import PipelineError, atomic_write  # here: torch comes with them, and satground-exps needs neither
     from .params import params_text
 

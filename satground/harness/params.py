@@ -299,7 +299,7 @@ class Evaluate:
                        "random starts (ours); 1 = one start", low=1, high=64)
     views: int = knob(1, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
-                      "6-degree rotations (ours; satground/views.py); 1 = the image alone (the paper)",
+                      "6-degree rotations (ours; satground/readers/views.py); 1 = the image alone (the paper)",
                       choices=(1, 5, 7))
 
 
@@ -547,7 +547,7 @@ def describe(key: str) -> list[str]:
     kind, f = Params, None
     for name in key.split("."):
         if not _is_section(kind) or name not in {g.name for g in fields(kind)}:
-            raise PipelineError(f"{key}: not a parameter of satground/params.py")
+            raise PipelineError(f"{key}: not a parameter of satground/harness/params.py")
         f = next(g for g in fields(kind) if g.name == name)
         kind = _hints(kind)[name]
     if _is_section(kind):
@@ -607,7 +607,7 @@ def _yaml_lines(kind, values: dict, depth: int) -> list[str]:
 def params_text(name: str) -> str:
     """params.yaml for profile `name`: every key, each with its meaning as a comment."""
     values = compose(name)
-    head = [f"# Written by `python scripts/profile.py {name}`: the defaults of satground/params.py",
+    head = [f"# Written by `python scripts/profile.py {name}`: the defaults of satground/harness/params.py",
             f"# with {'no profile' if name == BASE_PROFILE else f'profiles/{name}.yaml'} laid over "
             "them. Edit freely, or `dvc exp run -S key=value`."]
     text = "\n".join(head + _yaml_lines(Params, values, 0)) + "\n"

@@ -8,7 +8,7 @@ The key is a fingerprint, taken before the first epoch, of the model's initial w
 optimizer's settings, the shuffling generator, the loop's data and settings, and the project's
 code: a changed parameter, input or line of code never resumes old state, and runs of different
 experiments never share a file. The stages keep the folder outside the workspace
-(satground.stage.resume_folder), where neither DVC's deletion of a stage's outputs before a rerun
+(satground.harness.stage.resume_folder), where neither DVC's deletion of a stage's outputs before a rerun
 nor its deletion of a stopped queued experiment's workspace reaches it. The file is deleted when
 the loop finishes.
 """

@@ -24,7 +24,7 @@ def stage_arguments(doc: str, paths: list[str], argv=None, extra: Callable | Non
 
     dvc.yaml's command of the stage names every path, so paths live in one place: there, next to
     the deps and outs that declare them. Outputs end in -out (a folder for --metrics-out: the
-    stage's metrics, satground.tracking). `extra(parser)` adds a stage's other options.
+    stage's metrics, satground.harness.tracking). `extra(parser)` adds a stage's other options.
     """
     script = Path(inspect.currentframe().f_back.f_code.co_filename)  # the stage script calling
     asks_help = any(a in ("-h", "--help") for a in (sys.argv[1:] if argv is None else argv))
@@ -94,7 +94,7 @@ RESUME_VARIABLE = "SATGROUND_RESUME_DIR"
 
 
 def resume_folder() -> Path:
-    """Where the training stages keep resume files (satground.resume): $SATGROUND_RESUME_DIR,
+    """Where the training stages keep resume files (satground.harness.resume): $SATGROUND_RESUME_DIR,
     else satground/resume in the user's cache folder. Outside the workspace, because DVC deletes
     a stage's outputs before a rerun and a queued experiment's whole workspace when it stops."""
     if os.environ.get(RESUME_VARIABLE):
@@ -178,7 +178,7 @@ def _interrupt(signum, frame):
 def run_stage(main: Callable[[], None]) -> None:
     """Entry point of every stage script: user errors (bad input, parameters, or a machine the
     SATNet kernel cannot be built on) and writes the machine refuses (a full disk, a read-only
-    folder) become one line on stderr and exit 1. Every write is atomic (satground.io), so
+    folder) become one line on stderr and exit 1. Every write is atomic (satground.harness.io), so
     nothing half-written is left behind. SIGTERM and SIGINT (a queue stopped, a laptop closed)
     stop it the same way, exit 128 + the signal; rerun to resume after the last whole epoch."""
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGINT)}

@@ -83,7 +83,7 @@ def timing_is_current(directory) -> bool:
 
 
 def save_scores(scores: dict, directory) -> None:
-    """A model's test scores {variant: satground.metrics.board_metrics(...)}, for evaluate."""
+    """A model's test scores {variant: satground.boards.metrics.board_metrics(...)}, for evaluate."""
     save_json(scores, Path(directory) / "scores.json")
 
 

@@ -3,7 +3,7 @@
 The classifier in front of SATNet is either LeNet (the paper's: distilled from the clusters) or a
 DigitReader, an ensemble of small CNNs: the image clusterer's own nets (`distill.classifier:
 clusterer`, ours) or the re-read stage's reader. The file holds {"state_dict", "n_classes"} and,
-for a DigitReader, "reader" (its config); a solver checkpoint (satground.models) keeps the same
+for a DigitReader, "reader" (its config); a solver checkpoint (satground.solver.models) keeps the same
 three entries for its classifier.
 """
 from __future__ import annotations

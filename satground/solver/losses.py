@@ -1,6 +1,6 @@
 """The Symbol Grounding Loss of the `ground` stage (Topan, Rolnick & Si 2021, eq. 3), with a
 matched form that keeps the paper's Proposition at nine digits. (The BCE of the other SATNet
-stages is satground.training's, so editing this file reruns `ground` alone.)
+stages is satground.solver.training's, so editing this file reruns `ground` alone.)
 
 Rows are output cells, columns digits. For prediction column i (pre-trained encoding: a
 cluster) and label column j (label encoding: a digit),

@@ -17,7 +17,7 @@ without any input label:
    augmentation: an ensemble of small CNNs on deskewed images (`cnn`), or the paper's LeNet
    retrained from scratch (`lenet`), then put in the classifier's place in front of SATNet.
 
-At test time SATNet also checks the readings of a board's own givens: satground.check.
+At test time SATNet also checks the readings of a board's own givens: satground.solver.check.
 
 Nothing here reads an input label or the Sudoku rules: the rules come from the trained SATNet.
 """

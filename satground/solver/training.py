@@ -1,7 +1,7 @@
 """Batches, the BCE loss and the epoch loops shared by the ground/train/proofread/baseline stages.
 
 A model is either a VisualSolver (given-cell images in) or a SymbolicSolver (given digits in,
-the non-visual baseline). Batches are cut from a `Boards` (satground.data); what a loop can see
+the non-visual baseline). Batches are cut from a `Boards` (satground.boards.data); what a loop can see
 is exactly what that Boards holds: the ungrounded view has no input-cell labels at all.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:
 
 
 def bce_loss(on_inputs: bool = False) -> Callable:
-    """loss_fn(pred, batch) of satground.training's loop: BCE over loss_mask's variables."""
+    """loss_fn(pred, batch) of satground.solver.training's loop: BCE over loss_mask's variables."""
     def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
         mask = loss_mask(batch, on_inputs)
         return F.binary_cross_entropy(pred[mask], batch.target[mask])
@@ -230,7 +230,7 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
     by `evaluate()` (default: the dev boards' blank cells, so no input-cell label is read),
     ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
     (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
-    continues after its last finished epoch (satground.resume; `desc` names the file, `identity`
+    continues after its last finished epoch (satground.harness.resume; `desc` names the file, `identity`
     adds settings the fingerprint must cover, `carry` objects with a state_dict, such as a loss
     with a running estimate, are saved and restored with the model). Over the last `decay_epochs`
     epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`). Each row
