@@ -263,16 +263,9 @@ def code_information(probs: torch.Tensor) -> float:
     return float((entropy(probs.mean(0)) - entropy(probs).mean()) / math.log(k))
 
 
-@torch.no_grad()
-def assign_clusters(model: InfoGAN, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Cluster of each uint8 image (N, 28, 28): arg max of Q's categorical logits (eval mode)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    out = [model.cluster_logits(images[i:i + batch_size].to(device)).argmax(1).cpu()
-           for i in range(0, len(images), batch_size)]
-    model.train(was_training)
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+def assign_clusters(model: InfoGAN, images: torch.Tensor) -> torch.Tensor:
+    """Cluster of each uint8 image (N, 28, 28): arg max of Q's categorical distribution (eval mode)."""
+    return code_probabilities(model, images).argmax(1)
 
 
 @torch.no_grad()
