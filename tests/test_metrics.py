@@ -59,8 +59,8 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["record"] == "demo/seeds/seed2" and run["profile"] == "demo"  # a seed of profile demo
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
-    import torch
-    assert f"torch=={torch.__version__}" in run["packages"]  # the environment that ran it, pinned
+    from importlib.metadata import version
+    assert f"torch=={version('torch')}" in run["packages"]  # the environment that ran it, pinned
     assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
     assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate" / "metrics.json").exists()
     assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
