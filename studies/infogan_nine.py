@@ -24,11 +24,10 @@ the training images' truth (a report only; no stage reads it).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from common import REPO, append_rows, markdown, read_rows, stage
+from common import REPO, append_rows, read_rows, stage
 
 
 def prepared_boards(seed: int, scratch: Path) -> Path:
@@ -147,7 +146,7 @@ def record(folder: Path, workspace: Path | None) -> str:
               for run in runs}
     epochs = sorted(next(iter(by_run.values())))
     shown = [e for e in epochs if e % 10 == 0 or e == epochs[-1]]
-    lines = [f"InfoGAN, dev clustering accuracy % by epoch (labels read for this report only):", "",
+    lines = ["InfoGAN, dev clustering accuracy % by epoch (labels read for this report only):", "",
              "| restart (seed) | " + " | ".join(map(str, shown)) + " |", "|---" * (len(shown) + 1) + "|"]
     lines += [f"| {r} ({runs[r]['seed']}) | " + " | ".join(f"{100 * curve[e]:.1f}" for e in shown) + " |"
               for r, curve in by_run.items()]
