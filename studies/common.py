@@ -1,6 +1,8 @@
 """What the studies share: the repository's folder and a finished run's files, the command line
-of a study that scores a finished run, running a stage script, the true cluster -> digit
-permutation (for reports only), and the JSON-lines records and markdown tables they write.
+of a study that scores a finished run, its dev boards, running a stage script, the true cluster ->
+digit permutation (for reports only), and the JSON-lines records and markdown tables they write.
+A study never reads the test split (satground.boards.data refuses it): it scores the dev boards,
+and a final figure comes from a kept record (satground.harness.records).
 
 A study runs as a script from the repository root (`python studies/NAME.py`): Python puts the
 script's folder, studies/, first on the module path, so `from common import ...` finds this file.
@@ -53,12 +55,19 @@ def run_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
     return args
 
 
-def test_boards(run_dir: Path):
-    """A finished workspace's test boards and their true full solutions (N, C)."""
+def dev_boards(run_dir: Path):
+    """A finished workspace's dev boards and their true full solutions (N, C). A study scores the
+    dev split; the test split is read by `evaluate` and kept in records (scripts/keep_results.py)."""
     from satground.boards.data import load_boards
 
     prepared = run_dir / WORKSPACE["prepared"]
-    return load_boards(prepared, "test"), load_boards(prepared, "test", view="grounded").labels.long()
+    return load_boards(prepared, "dev"), load_boards(prepared, "dev", view="grounded").labels.long()
+
+
+def scored_split(row: dict) -> str:
+    """The boards a result row scored: its "split" ("dev"); rows written before the dev-only rule
+    carry none and scored the test boards."""
+    return row.get("split") or "test, before the dev-only rule"
 
 
 def true_permutation(prepared: Path, lenet: Path) -> list[int]:

