@@ -4,7 +4,8 @@ Files under the prepared root (K = board_size**2 digits, C = board_size**4 cells
 
 Splits: train (the boards the method learns from), dev (the development split: every per-epoch
 curve, early stopping, threshold and design choice is scored on it) and test (read by `evaluate`
-alone, and by the baselines once at their end). Each split draws its digit images from its own
+alone, and by the baselines once at their end; of the repository's scripts and studies only
+scripts/keep_results.py may ask for it). Each split draws its digit images from its own
 pool, disjoint from the others'.
 
     {split}.pt            the ungrounded view, the only board file training code reads:
@@ -18,6 +19,7 @@ pool, disjoint from the others'.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,26 @@ from ..harness.io import PipelineError, load_torch, save_all
 from .sudoku import conflicting_boards, peers, valid_grids
 
 SPLITS = ("train", "dev", "test")
+
+# The test split is read to keep a record: by the stages (dvc.yaml gives it to evaluate and the
+# baselines' final scoring alone, tests/test_dev_split.py) and by scripts/keep_results.py. A
+# study, a one-off script or a dev tool scores the dev split, or reads a kept record.
+RECORD_KEEPERS = ("keep_results",)
+
+
+def _refuse_test_outside_records(split: str, path: Path) -> None:
+    """Stop a studies/ or scripts/ file of a checkout (other than RECORD_KEEPERS) that asks, at
+    any depth of the call stack, for the test split's boards or truth."""
+    if split != "test":
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        source = Path(frame.f_code.co_filename)
+        if (source.parent.name in ("studies", "scripts") and (source.parent.parent / "satground").is_dir()
+                and source.stem not in RECORD_KEEPERS):
+            raise PipelineError(f"{path}: {source.parent.name}/{source.name} may not read the test split "
+                                "(evaluate and scripts/keep_results.py keep its records); score the dev split")
+        frame = frame.f_back
 
 
 @dataclass
@@ -190,6 +212,7 @@ def load_boards(root, split: str, view: str = "ungrounded", like: Boards | None 
     if view not in ("ungrounded", "grounded"):
         raise PipelineError(f"view must be 'ungrounded' or 'grounded', got {view!r}")
     path = Path(root) / f"{split}.pt"
+    _refuse_test_outside_records(split, path)
     obj = load_torch(path, f"{split} boards")
     _check(isinstance(obj, dict) and isinstance(obj.get("board_size"), int) and obj["board_size"] in (2, 3),
            path, "'board_size' must be 2 or 3")
@@ -229,6 +252,7 @@ def load_truth(root, split: str, boards: Boards | None = None) -> dict:
     Checked against the split's boards (`boards`, or read from {split}.pt): same boards and pool,
     a digit exactly at given cells, and each given cell's digit is that of the image it shows."""
     path = Path(root) / f"{split}_truth.pt"
+    _refuse_test_outside_records(split, path)
     obj = load_torch(path, f"{split} evaluation truth")
     boards = load_boards(root, split) if boards is None else boards
     K = boards.n_digits
