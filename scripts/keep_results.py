@@ -35,8 +35,9 @@ PERMUTATION = "models/permutation.json"
 RESULT_COLUMNS = {  # results.csv column -> summary heading
     "model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
     "proofreader": "proofreader",
-    "board_accuracy_pct": "board, exact %", "blank_board_accuracy_pct": "board, blank cells %",
-    "valid_grid_pct": "valid grid %", "cell_accuracy_pct": "per cell %",
+    "board_accuracy_pct": "board, exact %", "board_interval_pct": "exact, 95 % interval",
+    "blank_board_accuracy_pct": "board, blank cells %", "blank_board_interval_pct": "blank cells, 95 % interval",
+    "valid_grid_pct": "valid grid %", "valid_grid_interval_pct": "valid grid, 95 % interval", "cell_accuracy_pct": "per cell %",
     "visual_accuracy_pct": "visual %", "paper_board_pct": "paper board %",
 }
 
@@ -126,6 +127,9 @@ def summary(root: Path, run: dict) -> str:
         *([f"SATNet's kernel in `train`: {kernel}."] if (kernel := train_kernel(metrics)) else []),
         "",
         "## Test boards",
+        "",
+        "Intervals: a bootstrap over the test images and boards (satground/boards/intervals.py), for the "
+        "rows of ours.",
         "",
         markdown_table(table),
         "",

@@ -9,7 +9,9 @@ The only stage of our method that reads the test solution and the evaluation tru
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
 (the predicted grid is a valid Sudoku); per-cell accuracy is over all cells; visual accuracy
 over input cells. The learned permutation is checked against the best one-to-one matching of
-the classifier's clusters to the true digits of the test images.
+the classifier's clusters to the true digits of the test images. Every board figure of ours gets a
+95 % interval from a bootstrap over the test images and boards (satground/boards/intervals.py),
+in info.json's "intervals", keyed as the metrics file's figures.
 """
 from __future__ import annotations
 
@@ -17,17 +19,18 @@ import pandas as pd
 import torch
 
 from satground.boards.data import given_image_indices, load_boards, load_truth
+from satground.boards.intervals import board_outcomes, image_bootstrap
 from satground.solver.grounding import hard_permutation, load_permutation
 from satground.harness.io import atomic_outputs, seed_everything
 from satground.readers.lenet import predict as classify
-from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table
+from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table, solution_metrics
 from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments, stage_device
 from satground.harness.tracking import StageReport, load_scores, save_scores
-from satground.solver.training import solution_scores
+from satground.solver.training import solution_digits, solution_scores
 from satground.readers.views import ReaderViews
 
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
@@ -48,6 +51,10 @@ def results_table(rows: dict, labels: dict | None = None) -> pd.DataFrame:
     def pct(x):
         return None if x is None else round(100 * x, 1)
 
+    def interval(scores, figure):  # rows of ours carry their bootstrap intervals
+        bounds = scores.get("intervals", {}).get(figure)
+        return None if bounds is None else f"{100 * bounds['low']:.1f}-{100 * bounds['high']:.1f}"
+
     records = []
     for (model, data, proofreader), scores in rows.items():
         paper = PAPER.get((model, data, proofreader), (None, None, None))
@@ -56,8 +63,11 @@ def results_table(rows: dict, labels: dict | None = None) -> pd.DataFrame:
             "model": model, "configuration": configuration, "epochs": epochs, "data": data,
             "proofreader": proofreader,
             "board_accuracy_pct": pct(scores["board_accuracy"]),
+            "board_interval_pct": interval(scores, "board_accuracy"),
             "blank_board_accuracy_pct": pct(scores.get("blank_board_accuracy")),
+            "blank_board_interval_pct": interval(scores, "blank_board_accuracy"),
             "valid_grid_pct": pct(scores["valid_grid_rate"]),
+            "valid_grid_interval_pct": interval(scores, "valid_grid_rate"),
             "cell_accuracy_pct": pct(scores["cell_accuracy"]),
             "visual_accuracy_pct": None if data == "symbols" else pct(scores["visual_accuracy"]),
             "paper_board_pct": paper[0], "paper_cell_pct": paper[1], "paper_visual_pct": paper[2],
@@ -112,9 +122,13 @@ def main(argv=None):
         solvers["checked"] = Checked(solvers[final], folds, starts)
         if "proofreader" in solvers:
             solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
-    ours = {name: solution_scores(solvers[name].to(device), test, solution, batch_size, device)
-            for name in ("one_view", "no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
-            if name in solvers and (reread or name != "reread")}
+    digits = {name: solution_digits(solvers[name].to(device), test, batch_size, device)
+              for name in ("one_view", "no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
+              if name in solvers and (reread or name != "reread")}
+    ours = {name: solution_metrics(d, solution, test) for name, d in digits.items()}
+    image_digits = truth["image_labels"].numpy()
+    intervals = {name: image_bootstrap(board_outcomes(d, solution, test), test, image_digits, seed=params.seed)
+                 for name, d in digits.items()}
     # self-grounded phase: its model speaks clusters; read it through the learned permutation
     ground_model = solvers["ground"].to(device)
     ground = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
@@ -137,21 +151,22 @@ def main(argv=None):
     }
 
     rows = {}
+    ours_rows = {name: {**scores, "intervals": intervals[name]} for name, scores in ours.items()}
     for view in ("grounded", "ungrounded"):
         for key, value in baselines.get(view, {}).items():
             rows[("Original SATNet", view, "yes" if key == "proofreader" else "no")] = value
     seen = f" + {views} views" if views > 1 else ""
     if views > 1:
-        rows[("Ours", "ungrounded", "no")] = ours["one_view"]
-    rows[("Ours" + seen, "ungrounded", "no")] = ours["no_proofreader"]
+        rows[("Ours", "ungrounded", "no")] = ours_rows["one_view"]
+    rows[("Ours" + seen, "ungrounded", "no")] = ours_rows["no_proofreader"]
     name = ("Ours + re-read" if reread else "Ours") + seen
-    rows[(name, "ungrounded", "no")] = ours[final]
-    if "proofreader" in ours:
-        rows[(name, "ungrounded", "yes")] = ours["proofreader"]
+    rows[(name, "ungrounded", "no")] = ours_rows[final]
+    if "proofreader" in ours_rows:
+        rows[(name, "ungrounded", "yes")] = ours_rows["proofreader"]
     if folds:
-        rows[(name + " + check", "ungrounded", "no")] = ours["checked"]
-        if "proofreader_checked" in ours:
-            rows[(name + " + check", "ungrounded", "yes")] = ours["proofreader_checked"]
+        rows[(name + " + check", "ungrounded", "no")] = ours_rows["checked"]
+        if "proofreader_checked" in ours_rows:
+            rows[(name + " + check", "ungrounded", "yes")] = ours_rows["proofreader_checked"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
     labels = {"Ours": (params.configuration(), params.train.epochs),
@@ -166,6 +181,16 @@ def main(argv=None):
     in_views = ours["no_proofreader"] if views > 1 else {}
     reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
     proofread_checked = ours.get("proofreader_checked", {})
+    plain_name = "one_view" if "one_view" in ours else "no_proofreader"
+    figures = {"boards": (plain_name, "board_accuracy"), "blank_boards": (plain_name, "blank_board_accuracy"),
+               "valid_grids": (plain_name, "valid_grid_rate"),
+               "boards_views": ("no_proofreader" if views > 1 else None, "board_accuracy"),
+               "blank_boards_views": ("no_proofreader" if views > 1 else None, "blank_board_accuracy"),
+               "boards_reread": ("reread", "board_accuracy"), "blank_boards_reread": ("reread", "blank_board_accuracy"),
+               "boards_pr": ("proofreader", "board_accuracy"), "blank_boards_pr": ("proofreader", "blank_board_accuracy"),
+               "boards_checked": ("checked", "board_accuracy"), "blank_boards_checked": ("checked", "blank_board_accuracy"),
+               "boards_pr_checked": ("proofreader_checked", "board_accuracy"),
+               "blank_boards_pr_checked": ("proofreader_checked", "blank_board_accuracy")}
     report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
                    "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
                    "visual": plain["visual_accuracy"],
@@ -183,7 +208,9 @@ def main(argv=None):
                    "boards_pr_checked": proofread_checked.get("board_accuracy"),
                    "blank_boards_pr_checked": proofread_checked.get("blank_board_accuracy"),
                    "perm_right": grounding["permutation_correct"]},
-                  info={"grounding": grounding})
+                  info={"grounding": grounding,
+                        "intervals": {key: intervals[row][figure] for key, (row, figure) in figures.items()
+                                      if row in intervals}})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
           + (f"{100 * in_views['board_accuracy']:.1f} % in {views} views, " if in_views else "")

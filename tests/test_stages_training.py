@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -474,7 +475,16 @@ def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
         scores = ours[variant]
         assert {"board_accuracy", "valid_grid_rate", "cell_accuracy", "visual_accuracy"} <= set(scores)
         assert scores["board_accuracy"] <= scores["valid_grid_rate"] + 1e-9  # exact match is stricter
-    ground = read(workdir / "metrics/evaluate/info.json")["grounding"]
+    info = read(workdir / "metrics/evaluate/info.json")
+    # every board figure of ours has its bootstrap interval around it; the baselines' have none
+    figures = {key for key in headline if key.startswith(("boards", "blank_boards", "valid_grids"))}
+    assert set(info["intervals"]) == figures
+    for key in figures:
+        bounds = info["intervals"][key]
+        assert bounds["low"] - 1e-4 <= headline[key] <= bounds["high"] + 1e-4, key
+    frame = pd.read_csv(workdir / "metrics/results.csv")
+    assert frame["board_interval_pct"].notna().tolist() == frame["model"].str.startswith("Ours").tolist()
+    ground = info["grounding"]
     assert headline["perm_right"] == ground["permutation_correct"]
     # the distilled LeNet learned the planted clusters, so the truth matching is PLANTED inverted
     assert ground["true_permutation"] == torch.argsort(PLANTED).tolist()

@@ -167,21 +167,29 @@ def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: 
     return output_metrics(predicted_digits(probs, boards.n_digits), boards)
 
 
-def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, batch_size: int,
-                    device: torch.device, perm: torch.Tensor | None = None,
-                    output_perm: torch.Tensor | None = None) -> dict[str, float]:
-    """metrics.board_metrics of the model's predictions against the true full solutions
-    (N, C): for final test scores (evaluate, the baselines at their end), never for training. A model that
-    speaks clusters (the grounding phase's) is read through `perm` at given cells and
-    `output_perm` at the others (perm everywhere when output_perm is None). A visual model's
-    classifier reads each pool image once (readings_once), not each given cell that shows it."""
+def solution_digits(model: nn.Module, boards: Boards, batch_size: int, device: torch.device,
+                    perm: torch.Tensor | None = None, output_perm: torch.Tensor | None = None) -> torch.Tensor:
+    """The model's digit (1..K) in every cell, long (N, C). A model that speaks clusters (the
+    grounding phase's) is read through `perm` at given cells and `output_perm` at the others
+    (perm everywhere when output_perm is None). A visual model's classifier reads each pool image
+    once (readings_once), not each given cell that shows it."""
     visual = isinstance(model, VisualSolver)
     with readings_once(model, boards) if visual else nullcontext((boards,)) as (boards,):
         probs = predict(model, boards, batch_size, device)
     digits = predicted_digits(probs, boards.n_digits, perm)
     if output_perm is not None:
         digits = torch.where(boards.is_input, digits, predicted_digits(probs, boards.n_digits, output_perm))
-    return solution_metrics(digits, solution, boards)
+    return digits
+
+
+def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, batch_size: int,
+                    device: torch.device, perm: torch.Tensor | None = None,
+                    output_perm: torch.Tensor | None = None) -> dict[str, float]:
+    """metrics.board_metrics of the model's predictions (solution_digits) against the true full
+    solutions (N, C): for final test scores (evaluate, the baselines at their end), never for
+    training."""
+    return solution_metrics(solution_digits(model, boards, batch_size, device, perm, output_perm),
+                            solution, boards)
 
 
 class EarlyStopping:

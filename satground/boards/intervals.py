@@ -1,0 +1,109 @@
+"""95 % intervals on test-board figures, from a bootstrap over the test *images* and the boards.
+
+The test boards are not independent draws: about 900 pool images fill about 36,000 given cells
+of 1,000 boards, so one misread image sinks the forty-odd boards that show it. Resampling boards
+alone ignores that and gives intervals too narrow. Each replicate here redraws both sources of
+chance the test set was built from:
+
+- the image pool: each digit's pool images are drawn again with replacement, and every given
+  cell that showed image i shows its replacement i* (so boards that shared an image still share
+  one);
+- the boards: drawn again with replacement.
+
+A board's figures in a replicate follow from its givens' new images. A given cell comes out right
+with the rate its new image's given cells came out right in the run (0 or 1 for a reader that
+reads each image once; a fraction where re-reading or the check reads an image differently on
+different boards). A board whose givens all come out right exactly when they did in the run
+keeps its own outcomes; one that changed sides takes the outcomes of a board drawn from the run's
+boards on its new side (every given right, or not). So the bootstrap needs the run's per-board
+outcomes and per-cell readings only, not a new solve; it assumes a board's blank cells depend on
+its images only through whether its givens are read right.
+
+    figures = board_outcomes(digits, solution, boards)      # per board, from the run's outputs
+    intervals = image_bootstrap(figures, boards, image_digits, draws=2000, seed=0)
+    intervals["board_accuracy"]  # {"low": 0.64, "high": 0.71, "se": 0.017, "effective_boards": 780}
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .data import Boards
+from .sudoku import valid_grids
+
+LEVEL = 0.95
+# metric name (as board_metrics names it) -> the per-board outcome it is the mean of
+BOARD_FIGURES = ("board_accuracy", "blank_board_accuracy", "valid_grid_rate")
+
+
+def board_outcomes(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict[str, np.ndarray]:
+    """Per board: exact (board_accuracy), every blank right (blank_board_accuracy), a valid grid
+    (valid_grid_rate), each bool (N,); and givens_right, bool (N, C), True at given cells whose
+    output digit is right (False at blanks). Their means are board_metrics' figures."""
+    correct = (digits == solution.long()).numpy()
+    is_input = boards.is_input.numpy()
+    return {"board_accuracy": correct.all(axis=1),
+            "blank_board_accuracy": (correct | is_input).all(axis=1),
+            "valid_grid_rate": valid_grids(digits.numpy().astype(np.uint8), boards.board_size),
+            "givens_right": correct & is_input}
+
+
+def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digits: np.ndarray,
+                    draws: int = 2000, seed: int = 0, chunk: int = 25) -> dict[str, dict]:
+    """Percentile intervals (LEVEL) of each board figure in `outcomes` (board_outcomes' dict).
+
+    image_digits: (P,) the true digit of every pool image (the strata the pool is redrawn in).
+    Returns {figure: {"low", "high", "se", "effective_boards"}} as fractions; effective_boards is
+    the number of independent boards that would give the same standard error, p(1 - p) / se^2.
+    """
+    rng = np.random.default_rng(seed)
+    cell_image, is_input = boards.cell_image.numpy(), boards.is_input.numpy()
+    givens_right = outcomes["givens_right"]
+    N, P = len(cell_image), len(boards.images)
+    counts = np.bincount(cell_image[is_input], minlength=P)
+    rate = np.bincount(cell_image[is_input], weights=givens_right[is_input], minlength=P) / np.maximum(counts, 1)
+    all_right = (givens_right | ~is_input).all(axis=1)
+    sides = [np.flatnonzero(all_right == side) for side in (False, True)]
+    strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
+    figures = [name for name in BOARD_FIGURES if name in outcomes]
+    values = {name: np.empty(draws) for name in figures}
+    safe_cells = np.where(is_input, cell_image, 0)
+    for start in range(0, draws, chunk):
+        R = min(chunk, draws - start)
+        replace = np.arange(P)[None].repeat(R, 0)  # replace[r, i]: the image that stands in for i
+        for members in strata:
+            replace[:, members] = members[rng.integers(0, len(members), (R, len(members)))]
+        rows = rng.integers(0, N, (R, N))
+        new_rate = rate[np.take_along_axis(replace, safe_cells[rows].reshape(R, -1), 1).reshape(R, N, -1)]
+        right = (rng.random(new_rate.shape) < new_rate) | ~is_input[rows]
+        now_right = right.all(axis=2)
+        # boards that changed sides take a random board's outcomes from their new side
+        stand_in = np.where(now_right, _draw(rng, sides[1], rows), _draw(rng, sides[0], rows))
+        source = np.where(now_right == all_right[rows], rows, stand_in)
+        for name in figures:
+            values[name][start:start + R] = outcomes[name][source].mean(axis=1)
+    tail = 100 * (1 - LEVEL) / 2
+    result = {}
+    for name in figures:
+        p, se = float(outcomes[name].mean()), float(values[name].std(ddof=1))
+        low, high = np.percentile(values[name], [tail, 100 - tail])
+        result[name] = {"low": float(low), "high": float(high), "se": se,
+                        "effective_boards": None if se == 0 else round(p * (1 - p) / se ** 2)}
+    return result
+
+
+def _draw(rng, members: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Random members (with replacement) in the shape of `rows`; `rows` themselves where the
+    side has no board in the run (nothing to stand in: the board keeps its own outcomes)."""
+    if len(members) == 0:
+        return rows
+    return members[rng.integers(0, len(members), rows.shape)]
+
+
+def mean_interval(intervals: list[dict], means: list[float]) -> dict:
+    """The interval of a mean over seeds, each seed with its own test set: the seeds' bootstrap
+    standard errors combined (independent test sets), normal approximation."""
+    se = float(np.sqrt(sum(i["se"] ** 2 for i in intervals)) / len(intervals))
+    mean = float(np.mean(means))
+    z = 1.959963984540054
+    return {"low": mean - z * se, "high": mean + z * se, "se": se}

@@ -1,0 +1,65 @@
+"""The bootstrap over test images and boards (satground/boards/intervals.py): its standard error
+matches the spread of the figure over independently drawn test sets, where resampling boards
+alone is too narrow, and it reduces to the board bootstrap when no image is ever misread."""
+import numpy as np
+import torch
+
+from satground.boards.data import Boards
+from satground.boards.intervals import board_outcomes, image_bootstrap, mean_interval
+
+K, C, GIVENS = 9, 81, 36
+
+
+def drawn_test_set(rng, n_boards=300, per_digit=30, hard=0.03, solved=0.8):
+    """Boards as prepare builds them (each given cell shows a random pool image of its digit),
+    and a reader that misreads exactly the pool's hard images; the solver gets a board's blanks
+    right with chance `solved` when its givens are read right, never otherwise."""
+    digits = np.repeat(np.arange(1, K + 1), per_digit)
+    misread = rng.random(len(digits)) < hard
+    solution = np.tile(np.arange(1, K + 1), (n_boards, C // K))  # the digits the cells hold
+    is_input = np.zeros((n_boards, C), bool)
+    for b in range(n_boards):
+        is_input[b, rng.choice(C, GIVENS, replace=False)] = True
+    cell_image = np.where(is_input, (solution - 1) * per_digit + rng.integers(0, per_digit, (n_boards, C)), -1)
+    boards = Boards(3, torch.zeros(len(digits), 28, 28, dtype=torch.uint8), torch.from_numpy(cell_image),
+                    torch.from_numpy(is_input), torch.from_numpy(solution.astype(np.uint8)))
+    read_right = np.where(is_input, ~misread[np.maximum(cell_image, 0)], True)
+    blanks_right = (rng.random(n_boards) < solved) & read_right.all(axis=1)
+    right = np.where(is_input, read_right, blanks_right[:, None])
+    predicted = np.where(right, solution, solution % K + 1)
+    return boards, digits, torch.from_numpy(predicted), torch.from_numpy(solution)
+
+
+def test_the_image_bootstrap_matches_the_spread_over_fresh_test_sets():
+    rng = np.random.default_rng(0)
+    exact = []
+    for _ in range(200):
+        boards, digits, predicted, solution = drawn_test_set(rng)
+        exact.append(board_outcomes(predicted, solution, boards)["board_accuracy"].mean())
+    truth = np.std(exact, ddof=1)
+    ses, naive = [], []
+    for seed in range(8):
+        boards, digits, predicted, solution = drawn_test_set(rng)
+        figures = board_outcomes(predicted, solution, boards)
+        ses.append(image_bootstrap(figures, boards, digits, draws=400, seed=seed)["board_accuracy"]["se"])
+        p = figures["board_accuracy"].mean()
+        naive.append(np.sqrt(p * (1 - p) / len(boards)))
+    assert 0.7 * truth < np.mean(ses) < 1.4 * truth, (np.mean(ses), truth)
+    assert np.mean(naive) < 0.6 * truth  # boards alone: far too narrow here
+
+
+def test_without_misreadings_it_is_the_board_bootstrap():
+    rng = np.random.default_rng(1)
+    boards, digits, predicted, solution = drawn_test_set(rng, hard=0.0)
+    figures = board_outcomes(predicted, solution, boards)
+    got = image_bootstrap(figures, boards, digits, draws=1000, seed=0)["board_accuracy"]
+    p = figures["board_accuracy"].mean()
+    assert abs(got["se"] / np.sqrt(p * (1 - p) / len(boards)) - 1) < 0.15
+    assert got["low"] < p < got["high"]
+    assert abs(got["effective_boards"] / len(boards) - 1) < 0.3
+
+
+def test_the_mean_over_seeds_combines_their_standard_errors():
+    combined = mean_interval([{"se": 0.03}, {"se": 0.04}], [0.6, 0.7])
+    assert abs(combined["se"] - 0.025) < 1e-12
+    assert abs((combined["low"] + combined["high"]) / 2 - 0.65) < 1e-12
