@@ -8,7 +8,9 @@ the same with the clusterer's former three nets a round (the default before its 
 in results/cpu9_fast_nets3/), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), each the mean +- sample std over its seeds' records (results/<p>/
-and results/<p>/seeds/seed*/), then the paper's own figures. A configuration without a record
+and results/<p>/seeds/seed*/), with the mean's 95 % interval over the test images and boards
+in brackets where every seed's record has evaluate's bootstrap (satground/boards/intervals.py;
+seeds combined by their standard errors), then the paper's own figures. A configuration without a record
 shows "not run". The 4x4 table is the 4x4 profile's record, results/4x4/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
 scripts/ablation_report.py wrote it) between its markers, and so do the records without a
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from satground.boards.intervals import mean_interval
 from satground.harness.io import PipelineError, load_json
 from satground.harness.records import read_record, seed_folders
 
@@ -49,31 +52,39 @@ ROWS = {
 }
 
 
-def final(metrics: dict, kind: str) -> float:
-    """The final model's figure: re-read + check where both are on, else what the profile ends
-    with (the proofreader, where it is the last step)."""
+def metric_name(metrics: dict, metric: str) -> str:
+    """The metrics.json key of a row: for the final model's rows, re-read + check where both
+    are on, else what the profile ends with (the proofreader, where it is the last step)."""
     names = {"final": ("boards_checked", "boards_reread", "boards_pr", "boards"),
              "blank_final": ("blank_boards_checked", "blank_boards_reread", "blank_boards_pr", "blank_boards"),
-             "visual_final": ("visual_checked", "visual_reread", "visual")}[kind]
-    return next(metrics[name] for name in names if metrics.get(name) is not None)
+             "visual_final": ("visual_checked", "visual_reread", "visual")}.get(metric, (metric,))
+    return next((name for name in names if metrics.get(name) is not None), names[-1])
 
 
 def read_run(folder: Path) -> dict:
     record = read_record(folder)
     if "evaluate" not in record.metrics:
         raise PipelineError(f"{folder / 'metrics' / 'evaluate' / 'metrics.json'}: evaluate metrics not found")
-    return {"metrics": record.metrics["evaluate"], "run": record.run,
+    info = folder / "metrics" / "evaluate" / "info.json"
+    intervals = load_json(info, "evaluate record").get("intervals", {}) if info.is_file() else {}
+    return {"metrics": record.metrics["evaluate"], "intervals": intervals, "run": record.run,
             "epochs": record.params["train"]["epochs"], "dev": record.params["data"].get("n_dev")}
 
 
-def spread(values: list[float], seeds: int | None = None) -> str:
-    """Mean +- sample std in %; says how many of the `seeds` records it covers where not all."""
+def spread(values: list[float], seeds: int | None = None, intervals: list[dict] | None = None) -> str:
+    """Mean +- sample std in %; says how many of the `seeds` records it covers where not all;
+    then the mean's 95 % interval over the test images and boards, where every record has one
+    (records before evaluate's bootstrap have none)."""
+    interval = ""
+    if intervals and len(intervals) == len(values) and all(intervals):
+        bounds = mean_interval(intervals, values) if len(values) > 1 else intervals[0]
+        interval = f" [{100 * bounds['low']:.1f}, {100 * bounds['high']:.1f}]"
     values = [100 * v for v in values]
     note = (f" ({len(values)} of {seeds} seeds)" if seeds and len(values) < seeds
             else " (1 seed)" if len(values) == 1 else "")
     if len(values) == 1:
-        return f"{values[0]:.1f}{note}"
-    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}{note}"
+        return f"{values[0]:.1f}{interval}{note}"
+    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}{interval}{note}"
 
 
 def table() -> str:
@@ -83,13 +94,20 @@ def table() -> str:
     for row, (metric, paper) in ROWS.items():
         cells = []
         for profile in CONFIGURATIONS:
-            if metric in ("final", "blank_final", "visual_final"):
-                values = [final(r["metrics"], metric) for r in runs[profile]]
-            else:  # a metric older records lack (read in one view: none of their own)
-                values = [r["metrics"][metric] for r in runs[profile] if r["metrics"].get(metric) is not None]
-            cells.append(spread(values, len(runs[profile])) if values
+            # a metric older records lack (read in one view: none of their own) is skipped
+            named = [(r, metric_name(r["metrics"], metric)) for r in runs[profile]]
+            named = [(r, name) for r, name in named if r["metrics"].get(name) is not None]
+            values = [r["metrics"][name] for r, name in named]
+            intervals = [r["intervals"].get(name) for r, name in named]
+            cells.append(spread(values, len(runs[profile]), intervals) if values
                          else "not run" if not runs[profile] else "not measured")
         lines.append(f"| {row} | " + " | ".join(cells) + f" | {paper} |")
+    effective = []
+    for p in CONFIGURATIONS:
+        sizes = [r["intervals"].get("boards", {}).get("effective_boards") for r in runs[p]]
+        effective.append("not run" if not runs[p] else "not measured" if None in sizes or not sizes
+                         else f"{statistics.mean(sizes):.0f}")
+    lines.append("| test boards' effective number (exact, as trained; bootstrap) | " + " | ".join(effective) + " | n/a |")
     perm = [f"{sum(bool(r['metrics']['perm_right']) for r in runs[p])} of {len(runs[p])}" if runs[p] else "not run"
             for p in CONFIGURATIONS]
     lines.append("| cluster -> digit permutation right | " + " | ".join(perm) + " | n/a |")

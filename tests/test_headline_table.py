@@ -77,3 +77,30 @@ def test_the_readme_is_a_front_door():
     quick = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [line for line in quick.splitlines() if line.strip() and not line.startswith("#")]
     assert len(commands) == 2 and commands[0].endswith("dvc repro") and "pytest" in commands[1]
+
+
+def test_intervals_show_once_every_seed_has_one(tmp_path, monkeypatch):
+    """A row gets the mean's 95 % interval only when every seed's record has evaluate's
+    bootstrap; the seeds' standard errors combine as for independent test sets."""
+    results = tmp_path / "results" / "cpu9_rules"
+    shutil.copytree(REPO / "results" / "cpu9_rules", results,
+                    ignore=shutil.ignore_patterns("*.png", "epochs1*", "*.jsonl"))
+    monkeypatch.setattr(headline, "ROOT", tmp_path)
+    folders = headline.seed_folders(tmp_path / "results", "cpu9_rules")
+
+    def exact_row():
+        return next(line for line in headline.table().splitlines() if line.startswith("| exact boards, as trained |"))
+
+    assert "[" not in exact_row()
+    for folder in folders:
+        info = folder / "metrics" / "evaluate" / "info.json"
+        value = json.loads((folder / "metrics" / "evaluate" / "metrics.json").read_text())["boards"]
+        interval = {"low": value - 0.05, "high": value + 0.05, "se": 0.02, "effective_boards": 600}
+        info.write_text(json.dumps({**json.loads(info.read_text()), "intervals": {"boards": interval}}))
+        if folder == folders[0] and len(folders) > 1:
+            assert "[" not in exact_row()  # not every seed has one yet
+    mean = sum(json.loads((f / "metrics" / "evaluate" / "metrics.json").read_text())["boards"] for f in folders) / len(folders)
+    half = 1.96 * 0.02 / len(folders) ** 0.5
+    assert f"[{100 * (mean - half):.1f}, {100 * (mean + half):.1f}]" in exact_row()
+    effective = next(line for line in headline.table().splitlines() if "effective number" in line)
+    assert "| 600 |" in effective
