@@ -21,7 +21,7 @@ the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ab
 The `seeds` sweep (every seed changed together; the workspace is one of them) writes each run's
 board metrics and a markdown table of their mean +- std instead of the plot.
 
-With --records, the runs are kept records (scripts/keep_results.py: params.yaml and metrics/)
+With --records, the runs are kept records (scripts/keep_results.py: params.yaml and metrics.json)
 instead of this repository's experiments, so runs made in other clones, sessions or machines
 combine; the first record is the reference the others may differ from in the sweep's params only.
 """
@@ -204,7 +204,7 @@ def seeds_table(table: pd.DataFrame) -> str:
 
 def time_rows(table: pd.DataFrame) -> list[str]:
     """The whole run's wall time in minutes (records' run.json), where every run was timed, and
-    each stage's seconds (metrics/<stage>/timing.json); a mean over different machines says
+    each stage's seconds (a record's timing.json, in its metrics.json); a mean over different machines says
     nothing, so then only the runs' times stand, without the stages."""
     if "wall_seconds" not in table or table.wall_seconds.isna().any():
         return []

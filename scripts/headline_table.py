@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from satground.boards.intervals import mean_interval
-from satground.harness.io import PipelineError, load_json
+from satground.harness.io import PipelineError
 from satground.harness.records import read_record, seed_folders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,9 +64,8 @@ def metric_name(metrics: dict, metric: str) -> str:
 def read_run(folder: Path) -> dict:
     record = read_record(folder)
     if "evaluate" not in record.metrics:
-        raise PipelineError(f"{folder / 'metrics' / 'evaluate' / 'metrics.json'}: evaluate metrics not found")
-    info = folder / "metrics" / "evaluate" / "info.json"
-    intervals = load_json(info, "evaluate record").get("intervals", {}) if info.is_file() else {}
+        raise PipelineError(f"{folder / 'metrics.json'}: evaluate metrics not found")
+    intervals = record.info.get("evaluate", {}).get("intervals", {})
     return {"metrics": record.metrics["evaluate"], "intervals": intervals, "run": record.run,
             "epochs": record.params["train"]["epochs"], "dev": record.params["data"].get("n_dev")}
 
@@ -134,15 +133,16 @@ def table() -> str:
 
 def small_table() -> str:
     """The 4x4 profile's record (results/4x4/): its rows without the proofreader as
-    `evaluate` wrote them (metrics/results.csv), under one line saying what ran, where and how
+    `evaluate` wrote them (its results.csv, in the record's metrics.json), under one line saying what ran, where and how
     long, and that its test grids repeat training grids; every row is in the record's
     summary.md. No paper column: the paper's figures are 9x9 ones."""
-    folder = ROOT / "results" / "4x4"
-    run = load_json(folder / "run.json", "run record")
-    n_test = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")["n_test"]
+    record = read_record(ROOT / "results" / "4x4")
+    if record.run is None:
+        raise PipelineError(f"{record.folder / 'run.json'}: run record not found")
+    run, n_test = record.run, record.stage_info("prepare")["n_test"]
     wall = run.get("wall_seconds")
     took = f"`dvc repro` {int(wall // 60)} min {wall % 60:.0f} s" if wall is not None else "not timed"
-    frame = pd.read_csv(folder / "metrics" / "results.csv").astype(object).where(lambda f: f.notna(), "n/a")
+    frame = pd.DataFrame(record.table("results.csv")).astype(object).where(lambda f: f.notna(), "n/a")
     frame = frame[frame["proofreader"] == "no"]
     columns = {"model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
                "board_accuracy_pct": "exact %",

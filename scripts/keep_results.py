@@ -3,14 +3,17 @@
     /usr/bin/time -v dvc repro 2> repro.time      # the run, its wall time and peak memory
     python scripts/keep_results.py cpu9 --time-log repro.time
 
-Copies params.yaml, dvc.lock, metrics/ (each stage's metrics, curves and bookkeeping), the PNG
-plots the stages write (the per-epoch curves in curves.png among them) and
-models/permutation.json into results/<name>/, adds run.json (commit, machine, wall time, peak
-RSS, the installed packages as name==version) and writes summary.md, the tables the README quotes, from those files only. Those files are
-replaced together, so a record never mixes two runs; whatever else the folder holds (records of
-other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark outputs) is kept.
-A stage's seconds (metrics/<stage>/timing.json) are kept only where they are this run's: a stage
-restored from the run cache, or left by an applied experiment, has an older run's file.
+Writes results/<name>/ in the format satground/harness/records.py documents: params.yaml,
+run.json (commit, machine, wall time, peak RSS, the installed packages as name==version), one
+metrics.json bundling the workspace's metrics/ (each stage's metrics, bookkeeping, scores and
+per-epoch curves, and evaluate's tables) with models/permutation.json, and summary.md, the
+tables the README quotes, written from the same files. No dvc.lock and no PNG is kept, but the
+figures named by --plot (those README.md or docs/ quote; the rest are regenerable from the data).
+Those files are replaced together, so a record never mixes two runs; whatever else the folder
+holds (records of other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark
+outputs) is kept. A stage's seconds (metrics/<stage>/timing.json) are kept only where they are
+this run's: a stage restored from the run cache, or left by an applied experiment, has an older
+run's file.
 """
 import argparse
 import os
@@ -26,7 +29,7 @@ import yaml
 
 from satground.harness.io import PipelineError, atomic_directory, json_text, load_json
 from satground.boards.metrics import markdown_table
-from satground.harness.records import FILES as RECORD
+from satground.harness.records import BUNDLE, FILES as RECORD, bundle, bundle_text
 from satground.harness.tracking import timing_is_current
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,6 +180,9 @@ def main(argv=None):
                                      "used (cpu9/seeds/seed2: a seed of cpu9)")
     parser.add_argument("--time-log", type=Path, help="stderr of `/usr/bin/time -v dvc repro`")
     parser.add_argument("--root", type=Path, default=ROOT, help="project folder that ran it")
+    parser.add_argument("--plot", action="append", default=[], metavar="NAME",
+                        help="a stage figure to keep in plots/ (boards.png, curves.png, ...): only those the "
+                             "README or docs quote; repeat for more")
     args = parser.parse_args(argv)
     root = args.root
     if not re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*", args.name):
@@ -188,25 +194,27 @@ def main(argv=None):
         if not (root / name).is_file():
             raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")
     tables = summary(root, run)  # read before anything is written: errors name the run's files
+    figures = {Path(png).name: root / png for png in stage_figures(root)}
+    unknown = [name for name in args.plot if name not in figures]
+    if unknown:
+        raise PipelineError(f"--plot {', '.join(unknown)}: not a figure this run's stages wrote "
+                            f"({', '.join(sorted(figures)) or 'none'})")
+    stale = [t.parent.name for t in sorted((root / "metrics").glob("*/timing.json")) if not timing_is_current(t.parent)]
+    metrics = bundle(root / "metrics", root / PERMUTATION, seconds_kept=timing_is_current)
     folder = root / "results" / args.name
     folder.parent.mkdir(parents=True, exist_ok=True)
     with atomic_directory(folder) as tmp:
         for kept in folder.iterdir() if folder.is_dir() else ():
             if kept.name not in RECORD:
                 (shutil.copytree if kept.is_dir() else shutil.copy2)(kept, tmp / kept.name)
-        for name in ("params.yaml", "dvc.lock"):
-            shutil.copy(root / name, tmp / name)
-        if (root / PERMUTATION).is_file():  # P_hat, both permutations, the peer co-occurrence
-            shutil.copy(root / PERMUTATION, tmp / "permutation.json")
-        shutil.copytree(root / "metrics", tmp / "metrics")
-        stale = [t.parent for t in sorted((tmp / "metrics").glob("*/timing.json")) if not timing_is_current(t.parent)]
-        for stage in stale:  # restored from the run cache, or an applied experiment's: not this run's time
-            (stage / "timing.json").unlink()
-        if stale:
-            print(f"stage seconds not kept (another run's timing.json): {', '.join(s.name for s in stale)}")
-        (tmp / "plots").mkdir()
-        for png in stage_figures(root):
-            shutil.copy(root / png, tmp / "plots" / Path(png).name)
+        shutil.copy(root / "params.yaml", tmp / "params.yaml")
+        (tmp / BUNDLE).write_text(bundle_text(metrics))
+        if stale:  # restored from the run cache, or an applied experiment's: not this run's time
+            print(f"stage seconds not kept (another run's timing.json): {', '.join(stale)}")
+        if args.plot:
+            (tmp / "plots").mkdir()
+        for name in args.plot:
+            shutil.copy(figures[name], tmp / "plots" / name)
         (tmp / "run.json").write_text(json_text(run))
         (tmp / "summary.md").write_text(tables)
     print(f"results/{args.name}/ <- this run ({run['commit']}); tables in results/{args.name}/summary.md")

@@ -15,7 +15,6 @@ import csv
 from pathlib import Path
 
 from common import markdown
-from satground.harness.io import load_json
 from satground.harness.records import read_record
 
 
@@ -29,7 +28,7 @@ def dev_exact(rows: list[dict], model: str, folds: int, starts: int) -> str:
 def row(folder: Path) -> list:
     record = read_record(folder)
     params, test = record.params, record.metrics["evaluate"]
-    info = load_json(folder / "metrics" / "prepare" / "info.json", "prepare record")
+    info = record.stage_info("prepare")
     cluster, lenet = record.metrics["cluster"]["cluster_acc"], record.metrics["distill"]["lenet_acc"]
     with open(folder / "dev_choices.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -130,20 +130,24 @@ def table(path: Path, scratch: Path) -> str:
     return "\n".join(lines)
 
 
-def tsv(path: Path) -> dict[int, float]:
-    """step -> value of a dvclive curve."""
-    lines = path.read_text().splitlines()[1:]
-    return {int(step): float(value) for step, value in (line.split("\t") for line in lines)}
+def curve(kept, stage: str, name: str) -> dict[int, float]:
+    """step -> value of a kept record's curve; a one-line error naming the record where absent."""
+    from satground.harness.io import PipelineError
+
+    if name not in kept.curves.get(stage, {}):
+        raise PipelineError(f"{kept.folder / 'metrics.json'}: no curve {name!r} of stage {stage!r}")
+    return kept.curves[stage][name]
 
 
 def record(folder: Path, workspace: Path | None) -> str:
-    from satground.harness.io import load_json
+    from satground.harness.io import PipelineError
+    from satground.harness.records import read_record
 
-    cluster = load_json(folder / "metrics" / "cluster" / "info.json", "cluster record")
+    kept = read_record(folder)
+    cluster = kept.stage_info("cluster")
     runs = cluster["restarts"]
-    curves = folder / "metrics" / "cluster" / "plots" / "metrics"
-    by_run = {run["restart"]: tsv(curves / (f"restart_{run['restart']}" if len(runs) > 1 else "") / "dev_accuracy.tsv")
-              for run in runs}
+    by_run = {run["restart"]: curve(kept, "cluster", (f"restart_{run['restart']}/" if len(runs) > 1 else "")
+                                    + "dev_accuracy") for run in runs}
     epochs = sorted(next(iter(by_run.values())))
     shown = [e for e in epochs if e % 10 == 0 or e == epochs[-1]]
     lines = ["InfoGAN, dev clustering accuracy % by epoch (labels read for this report only):", "",
@@ -162,13 +166,15 @@ def record(folder: Path, workspace: Path | None) -> str:
                      f"{'yes' if run['dev_accuracy'] >= 0.88 else 'no'} | "
                      f"{'**kept**' if run['seed'] == cluster['seed'] else ''} | "
                      f"{run['seconds'] / 60 if run.get('seconds') else float('nan'):.1f} |")
-    ground = load_json(folder / "metrics" / "ground" / "info.json", "ground record")
-    cells = tsv(folder / "metrics" / "ground" / "plots" / "metrics" / "val_blank_cells.tsv")
+    ground = kept.stage_info("ground")
+    cells = curve(kept, "ground", "val_blank_cells")
     lines += ["", "Grounding phase, blank cells right on held-out training boards, % (chance 11.1):", "",
               "| epoch | " + " | ".join(map(str, cells)) + " |", "|---" * (len(cells) + 1) + "|",
               "| blank cells | " + " | ".join(f"{100 * v:.1f}" for v in cells.values()) + " |", "",
               f"Stopped: best epoch {ground['best_epoch']} of {ground['epochs_run']} run."]
-    perm = load_json(folder / "permutation.json", "permutation")
+    perm = kept.permutation
+    if perm is None:
+        raise PipelineError(f"{folder / 'metrics.json'}: no permutation kept")
     truth = None
     if workspace is not None:
         from common import WORKSPACE, true_permutation

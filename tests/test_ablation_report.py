@@ -2,6 +2,7 @@
 sweep's own experiments; the paired table (scripts/paired_table.py) reads our rows of results
 tables."""
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,16 +96,22 @@ def test_seeds_sweep_keeps_runs_that_change_only_seeds_and_reports_mean_and_std(
 
 
 def record(folder, seed, boards, **params):
-    """A kept record (scripts/keep_results.py's layout): params.yaml and metrics/<stage>/."""
+    """A kept record (satground/harness/records.py's format): params.yaml and the metrics.json bundle."""
     tree = {"seed": seed, "data": {"seed": seed, "n_train": params.get("n_train", 2000)},
             "cluster": {"seed": seed}, "train": {"epochs": 8}}
-    (folder / "metrics" / "evaluate").mkdir(parents=True)
-    (folder / "metrics" / "distill").mkdir()
+    folder.mkdir(parents=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(tree))
-    (folder / "metrics" / "evaluate" / "metrics.json").write_text(
-        f'{{"boards": {boards}, "blank_boards": {boards + 0.1}, "perm_right": true}}')
-    (folder / "metrics" / "distill" / "metrics.json").write_text('{"lenet_acc": 0.98}')
+    stages = {"evaluate": {"metrics": {"boards": boards, "blank_boards": boards + 0.1, "perm_right": True}},
+              "distill": {"metrics": {"lenet_acc": 0.98}}}
+    (folder / "metrics.json").write_text(json.dumps({"stages": stages, "tables": {}}))
     return folder
+
+
+def add_seconds(folder, stage, seconds):
+    """A stage's wall seconds, as keep_results bundles timing.json."""
+    data = json.loads((folder / "metrics.json").read_text())
+    data["stages"].setdefault(stage, {})["seconds"] = seconds
+    (folder / "metrics.json").write_text(json.dumps(data))
 
 
 def test_seeds_sweep_reads_kept_records_from_other_clones(tmp_path):
@@ -126,8 +133,7 @@ def test_seeds_table_gives_the_times_of_timed_records_on_one_machine(tmp_path):
     assert "| whole run, minutes (`run.json`: AMD EPYC) | 30.0 +- 2.0 | 30.0, 28.0, 32.0 |" in text
     assert "stage" not in text  # no record has a stage's timing.json
     for folder, seconds in zip(folders, (800, 820, 840)):
-        (folder / "metrics" / "train" / "timing.json").parent.mkdir()
-        (folder / "metrics" / "train" / "timing.json").write_text(f'{{"seconds": {seconds}}}')
+        add_seconds(folder, "train", seconds)
     text = report.seeds_table(report.pd.DataFrame(rows()))
     assert "| stage `train`, seconds | 820.0 +- 20.0 | 800.0, 820.0, 840.0 |" in text
     (folders[2] / "run.json").write_text('{"wall_seconds": 1920, "machine": "Xeon"}')

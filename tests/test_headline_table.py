@@ -3,13 +3,24 @@
 check fail."""
 import importlib.util
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("headline_table", REPO / "scripts" / "headline_table.py")
 headline = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(headline)
+
+
+def edit(folder: Path, stage: str, key: str, update) -> None:
+    """Change one stage's entry ("metrics", "info") in a record's metrics.json bundle."""
+    path = folder / "metrics.json"
+    data = json.loads(path.read_text())
+    entry = data["stages"][stage]
+    entry[key] = update(entry.get(key, {}))
+    path.write_text(json.dumps(data))
 
 
 def test_the_readme_table_is_the_records_table():
@@ -27,10 +38,7 @@ def test_a_changed_record_makes_the_readme_table_stale(tmp_path, monkeypatch):
     assert headline.main(["--check", "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("rest\n") and "| exact boards, as trained |" in text
-    metrics = results / "cpu9_rules" / "metrics" / "evaluate" / "metrics.json"
-    values = json.loads(metrics.read_text())
-    values["boards"] = 0.0
-    metrics.write_text(json.dumps(values))
+    edit(results / "cpu9_rules", "evaluate", "metrics", lambda values: {**values, "boards": 0.0})
     assert headline.main(["--check", "--readme", str(readme)]) == 1
 
 
@@ -43,8 +51,7 @@ def test_a_metric_some_records_lack_says_how_many_seeds_it_covers(tmp_path, monk
     monkeypatch.setattr(headline, "ROOT", tmp_path)
     row = next(line for line in headline.table().splitlines() if "read in views" in line)
     assert "| not measured |" in row
-    metrics = results / "metrics" / "evaluate" / "metrics.json"
-    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "boards_views": 0.5}))
+    edit(results, "evaluate", "metrics", lambda values: {**values, "boards_views": 0.5})
     n = len(list(headline.seed_folders(tmp_path / "results", "cpu9_rules")))
     row = next(line for line in headline.table().splitlines() if "read in views" in line)
     assert f"| 50.0 (1 of {n} seeds) |" in row if n > 1 else "| 50.0 (1 seed) |" in row
@@ -93,14 +100,28 @@ def test_intervals_show_once_every_seed_has_one(tmp_path, monkeypatch):
 
     assert "[" not in exact_row()
     for folder in folders:
-        info = folder / "metrics" / "evaluate" / "info.json"
-        value = json.loads((folder / "metrics" / "evaluate" / "metrics.json").read_text())["boards"]
+        value = headline.read_record(folder).metrics["evaluate"]["boards"]
         interval = {"low": value - 0.05, "high": value + 0.05, "se": 0.02, "effective_boards": 600}
-        info.write_text(json.dumps({**json.loads(info.read_text()), "intervals": {"boards": interval}}))
+        edit(folder, "evaluate", "info", lambda info: {**info, "intervals": {"boards": interval}})
         if folder == folders[0] and len(folders) > 1:
             assert "[" not in exact_row()  # not every seed has one yet
-    mean = sum(json.loads((f / "metrics" / "evaluate" / "metrics.json").read_text())["boards"] for f in folders) / len(folders)
+    mean = sum(headline.read_record(f).metrics["evaluate"]["boards"] for f in folders) / len(folders)
     half = 1.96 * 0.02 / len(folders) ** 0.5
     assert f"[{100 * (mean - half):.1f}, {100 * (mean + half):.1f}]" in exact_row()
     effective = next(line for line in headline.table().splitlines() if "effective number" in line)
     assert "| 600 |" in effective
+
+
+def test_results_are_records_a_clone_can_carry():
+    """results/ holds under 500 files (a record is its summary, params, run.json, one
+    metrics.json and the figures quoted), and every results/...png the README or docs/ quote exists."""
+    listed = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode == 0 and (REPO / ".git").exists():
+        files = [line for line in listed.stdout.splitlines() if line]
+    else:  # not a git checkout: the files on disk
+        files = [p for p in (REPO / "results").rglob("*") if p.is_file()]
+    assert len(files) < 500, f"results/ holds {len(files)} files"
+    quoted = {match for doc in [REPO / "README.md", *(REPO / "docs").rglob("*.md")]
+              for match in re.findall(r"results/[A-Za-z0-9_./-]*\.png", doc.read_text())}
+    assert quoted, "no figure quoted: the pattern is wrong"
+    assert not [path for path in sorted(quoted) if not (REPO / path).is_file()]

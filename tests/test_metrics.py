@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from satground.harness.io import PipelineError
+from satground.harness.records import read_record
 from satground.boards.metrics import board_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,16 +55,25 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     log = tmp_path / "time.log"
     log.write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03.5\n"
                    "\tMaximum resident set size (kbytes): 2097152\n")
-    out = keep_results.main(["demo/seeds/seed2", "--time-log", str(log), "--root", str(root)])
+    out = keep_results.main(["demo/seeds/seed2", "--time-log", str(log), "--root", str(root), "--plot", "boards.png"])
     assert out == root / "results" / "demo" / "seeds" / "seed2"
     run = json.loads((out / "run.json").read_text())
     assert run["record"] == "demo/seeds/seed2" and run["profile"] == "demo"  # a seed of profile demo
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
     from importlib.metadata import version
     assert f"torch=={version('torch')}" in run["packages"]  # the environment that ran it, pinned
-    assert (out / "dvc.lock").read_text() == (ROOT / "dvc.lock").read_text()
-    assert (out / "plots" / "boards.png").exists() and (out / "metrics" / "evaluate" / "metrics.json").exists()
-    assert not (out / "plots" / "ablation.png").exists()  # a sweep's figure, not this run's
+    # a record a clone can carry: no dvc.lock, no metrics/ folder, one metrics.json, the figures asked for
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "params.yaml", "plots", "run.json", "summary.md"]
+    assert [p.name for p in (out / "plots").iterdir()] == ["boards.png"]
+    record = read_record(out)
+    stage = root / "metrics" / "evaluate"
+    assert record.metrics["evaluate"] == json.loads((stage / "metrics.json").read_text())
+    assert record.info["evaluate"] == json.loads((stage / "info.json").read_text())
+    assert record.info["prepare"] == json.loads((root / "metrics" / "prepare" / "info.json").read_text())
+    assert [row["model"] for row in record.table("results.csv")] == list(pd.read_csv(root / "metrics" / "results.csv").model)
+    assert record.table("error_injection.md") == (root / "metrics" / "error_injection.md").read_text()
+    with pytest.raises(PipelineError, match="--plot ablation.png: not a figure"):  # a sweep's figure, not this run's
+        keep_results.main(["demo", "--root", str(root), "--plot", "ablation.png"])
     summary = (out / "summary.md").read_text()
     assert summary.startswith("# Run record `demo/seeds/seed2`: profile `demo`")
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
@@ -92,15 +102,15 @@ def test_keep_results_refuses_an_unfinished_run_and_keeps_the_old_record(tmp_pat
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"Error: {root}/metrics/evaluate/info.json: evaluate "
                                                   f"record not found (run the stage that produces it)"]
-    assert (root / "results" / "demo" / "metrics" / "evaluate" / "info.json").exists()  # old record intact
+    assert "evaluate" in read_record(root / "results" / "demo").info  # old record intact
     assert [p.name for p in (root / "results").iterdir()] == ["demo"]          # no temp folder left
 
 
 def test_keep_results_replaces_its_own_files_and_keeps_nested_records(tmp_path):
     root = project_copy(tmp_path)
     assert keep_results.main(["demo/seed1", "--root", str(root)]) == root / "results" / "demo" / "seed1"
-    stale = root / "results" / "demo" / "metrics" / "stale" / "metrics.json"
-    stale.parent.mkdir(parents=True)
+    stale = root / "results" / "demo" / "dvc.lock"  # the old format's file
+    stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("{}")
     (root / "results" / "demo" / "benchmark.jsonl").write_text("kept\n")
     out = keep_results.main(["demo", "--root", str(root)])
@@ -125,9 +135,10 @@ def test_a_record_keeps_only_this_runs_stage_seconds(tmp_path):
     (root / "metrics" / "restored" / "metrics.json").write_text('{"loss": 0.75}')
     assert not timing_is_current(root / "metrics" / "restored")
     out = keep_results.main(["demo", "--root", str(root)])
-    assert (out / "metrics" / "ran" / "timing.json").is_file()
-    assert not (out / "metrics" / "restored" / "timing.json").exists()
-    assert (out / "metrics" / "restored" / "metrics.json").is_file()
+    record = read_record(out)
+    assert "ran" in record.seconds
+    assert "restored" not in record.seconds
+    assert record.metrics["restored"] == {"loss": 0.75}
 
 
 def test_keep_results_reads_only_time_v_logs(tmp_path):
