@@ -1,7 +1,6 @@
 """The console commands: satground-exps keeps `dvc exp show` to the headline metrics and the params,
 never a dep's hash; satground-profile writes the profile into the folder it runs in."""
 import errno
-import json
 import re
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import yaml
 
 from satground.harness.cli import EXPS_DROP, HEADLINE, exps_command, profile
 from satground.harness.params import DEFAULT_PROFILE, compose, known_keys
+from satground.harness.records import read_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def test_exps_keeps_every_param_and_the_headline_metrics_and_no_dep():
     assert "dvc.yaml" in deps or any("/" in d for d in deps)
     assert all(dropped(dep) for dep in deps), [d for d in deps if not dropped(d)]
     # evaluate's other metrics, and any metric DVC prefixes with its file
-    record = json.loads((REPO / "results" / "cpu9_fast" / "metrics" / "evaluate" / "metrics.json").read_text())
+    record = read_record(REPO / "results" / "cpu9_fast").metrics["evaluate"]
     assert set(HEADLINE) & set(record) == {"boards", "boards_checked", "blank_boards_checked"}
     assert all(dropped(name) for name in set(record) - set(HEADLINE))
     assert dropped("metrics/evaluate/metrics.json:boards")
