@@ -45,6 +45,25 @@ PAPER = {
 }
 
 
+# metrics.json key -> (row of ours, its score): "plain" is the model as trained read in one look
+# (the paper's), "views" the same read in `evaluate.views` views; a row that did not run is left
+# out. The board figures among them carry their intervals in info.json under the same key.
+HEADLINE = {
+    "boards": ("plain", "board_accuracy"), "blank_boards": ("plain", "blank_board_accuracy"),
+    "valid_grids": ("plain", "valid_grid_rate"), "cells": ("plain", "cell_accuracy"),
+    "visual": ("plain", "visual_accuracy"),
+    "boards_views": ("views", "board_accuracy"), "blank_boards_views": ("views", "blank_board_accuracy"),
+    "visual_views": ("views", "visual_accuracy"),
+    "boards_reread": ("reread", "board_accuracy"), "blank_boards_reread": ("reread", "blank_board_accuracy"),
+    "visual_reread": ("reread", "visual_accuracy"),
+    "boards_pr": ("proofreader", "board_accuracy"), "blank_boards_pr": ("proofreader", "blank_board_accuracy"),
+    "boards_checked": ("checked", "board_accuracy"), "blank_boards_checked": ("checked", "blank_board_accuracy"),
+    "visual_checked": ("checked", "visual_accuracy"),
+    "boards_pr_checked": ("proofreader_checked", "board_accuracy"),
+    "blank_boards_pr_checked": ("proofreader_checked", "blank_board_accuracy"),
+}
+
+
 def results_table(rows: dict, labels: dict | None = None) -> pd.DataFrame:
     """rows: (model, data, proofreader) -> metrics dict of fractions; labels: model ->
     (configuration, end-to-end epochs), so every row says what it is."""
@@ -180,37 +199,14 @@ def main(argv=None):
     plain, proofread = ours.get("one_view", ours["no_proofreader"]), ours.get("proofreader", {})
     in_views = ours["no_proofreader"] if views > 1 else {}
     reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
-    proofread_checked = ours.get("proofreader_checked", {})
-    plain_name = "one_view" if "one_view" in ours else "no_proofreader"
-    figures = {"boards": (plain_name, "board_accuracy"), "blank_boards": (plain_name, "blank_board_accuracy"),
-               "valid_grids": (plain_name, "valid_grid_rate"),
-               "boards_views": ("no_proofreader" if views > 1 else None, "board_accuracy"),
-               "blank_boards_views": ("no_proofreader" if views > 1 else None, "blank_board_accuracy"),
-               "boards_reread": ("reread", "board_accuracy"), "blank_boards_reread": ("reread", "blank_board_accuracy"),
-               "boards_pr": ("proofreader", "board_accuracy"), "blank_boards_pr": ("proofreader", "blank_board_accuracy"),
-               "boards_checked": ("checked", "board_accuracy"), "blank_boards_checked": ("checked", "blank_board_accuracy"),
-               "boards_pr_checked": ("proofreader_checked", "board_accuracy"),
-               "blank_boards_pr_checked": ("proofreader_checked", "blank_board_accuracy")}
-    report.finish({"boards": plain["board_accuracy"], "blank_boards": plain["blank_board_accuracy"],
-                   "valid_grids": plain["valid_grid_rate"], "cells": plain["cell_accuracy"],
-                   "visual": plain["visual_accuracy"],
-                   "boards_views": in_views.get("board_accuracy"),
-                   "blank_boards_views": in_views.get("blank_board_accuracy"),
-                   "visual_views": in_views.get("visual_accuracy"),
-                   "boards_reread": reread_scores.get("board_accuracy"),
-                   "blank_boards_reread": reread_scores.get("blank_board_accuracy"),
-                   "visual_reread": reread_scores.get("visual_accuracy"),
-                   "boards_pr": proofread.get("board_accuracy"),
-                   "blank_boards_pr": proofread.get("blank_board_accuracy"),
-                   "boards_checked": checked.get("board_accuracy"),
-                   "blank_boards_checked": checked.get("blank_board_accuracy"),
-                   "visual_checked": checked.get("visual_accuracy"),
-                   "boards_pr_checked": proofread_checked.get("board_accuracy"),
-                   "blank_boards_pr_checked": proofread_checked.get("blank_board_accuracy"),
+    rows_of = {"plain": "one_view" if views > 1 else "no_proofreader",
+               "views": "no_proofreader" if views > 1 else None}
+    named = {key: (rows_of.get(row, row), score) for key, (row, score) in HEADLINE.items()}
+    report.finish({**{key: ours[row][score] for key, (row, score) in named.items() if row in ours},
                    "perm_right": grounding["permutation_correct"]},
                   info={"grounding": grounding,
-                        "intervals": {key: intervals[row][figure] for key, (row, figure) in figures.items()
-                                      if row in intervals}})
+                        "intervals": {key: intervals[row][score] for key, (row, score) in named.items()
+                                      if row in intervals and score in intervals[row]}})
     print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
           f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
           + (f"{100 * in_views['board_accuracy']:.1f} % in {views} views, " if in_views else "")
