@@ -25,6 +25,8 @@ its images only through whether its givens are read right.
 """
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 import torch
 
@@ -105,5 +107,5 @@ def mean_interval(intervals: list[dict], means: list[float]) -> dict:
     standard errors combined (independent test sets), normal approximation."""
     se = float(np.sqrt(sum(i["se"] ** 2 for i in intervals)) / len(intervals))
     mean = float(np.mean(means))
-    z = 1.959963984540054
+    z = NormalDist().inv_cdf((1 + LEVEL) / 2)
     return {"low": mean - z * se, "high": mean + z * se, "se": se}
