@@ -4,8 +4,7 @@ spread over seeds (mean +- std).
     dvc exp run --queue -S 'distill.mislabel=0,0.05,0.1,...' && dvc queue start -j 1
     python scripts/ablation_report.py --sweep mislabel      # after the queue has finished
 
-    for s in 1 2 3 4; do dvc exp run --queue -n seed$s -S seed=$s -S data.seed=$s \
-        -S cluster.seed=$s -S distill.seed=$s -S reread.seed=$s; done; dvc queue start -j 1
+    for s in 1 2 3 4; do dvc exp run --queue -n seed$s -S seed=$s; done; dvc queue start -j 1
     python scripts/ablation_report.py --sweep seeds --csv metrics/seeds.csv --table metrics/seeds.md
     python scripts/ablation_report.py --sweep seeds --records results/cpu9 results/cpu9/seeds/seed*/
 

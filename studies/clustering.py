@@ -31,7 +31,7 @@ import yaml
 
 from common import append_rows, markdown, read_rows, stage
 from satground.harness.io import load_json
-from satground.harness.params import BASE_PROFILE, compose
+from satground.harness.params import compose
 
 
 def held_out(row: dict) -> float:
@@ -42,7 +42,7 @@ def held_out(row: dict) -> float:
 
 def params_for(digits: int, seed: int, method: str, n_train: int | None, restarts: int = 1,
                epochs: int | None = None) -> dict:
-    params = compose(BASE_PROFILE)
+    params = compose("4x4")
     params["data"]["seed"] = seed
     params["cluster"].update(method=method, seed=seed, restarts=restarts)
     # the peers method and the restart selection read the Sudoku rules: the switch says so

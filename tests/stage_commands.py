@@ -5,6 +5,8 @@ from pathlib import Path
 
 import yaml
 
+from satground.harness.params import compose, overlay
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -20,6 +22,12 @@ def declared(name, **paths) -> list[str]:
         else:
             argv += [flag, str(value)]
     return argv
+
+
+def four_by_four(changes: dict) -> dict:
+    """The 4x4 profile's params with `changes` laid over them: the tiny tests' base, so a key a
+    test leaves out takes the small profile's value, not the 9x9 default's."""
+    return overlay(compose("4x4"), changes)
 
 
 def script(name) -> str:

@@ -82,6 +82,8 @@ def make_prepared(root: Path) -> Path:
 def write_params(path: Path, rule_aware: bool = False, **sections) -> Path:
     import yaml
 
+    from stage_commands import four_by_four
+
     params = {"rule_aware": rule_aware,
               "cluster": {"method": "infogan", "epochs": 2, "batch_size": 16, "lr_d": 2e-4, "lr_g": 1e-3,
                           "noise_dim": 62, "n_cont": 2, "cont_weight": 0.1, "checkpoint_every": 1,
@@ -89,7 +91,7 @@ def write_params(path: Path, rule_aware: bool = False, **sections) -> Path:
               "distill": {"epochs": 3, "batch_size": 16, "lr": 1e-3, "seed": 0}}
     for name, values in sections.items():
         params[name].update(values)
-    path.write_text(yaml.safe_dump(params))
+    path.write_text(yaml.safe_dump(four_by_four(params)))
     return path
 
 

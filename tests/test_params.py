@@ -14,7 +14,8 @@ from satground.clustering import CLUSTERERS
 from satground.solver.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.harness.io import PipelineError
 from satground.solver.losses import APPROXMAX, LOSSES
-from satground.harness.params import (BASE_PROFILE, DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, Params, compose,
+from satground.harness.params import (DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, SEED_MAX, SEEDED_SECTIONS,
+                                      Augment, Params, compose, schema_defaults,
                                       flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,12 +25,36 @@ def test_params_yaml_is_the_default_profile_as_written():
     assert (REPO / "params.yaml").read_text() == params_text(DEFAULT_PROFILE)
 
 
-def test_the_default_profile_is_the_papers_task_and_the_base_is_4x4():
-    """`dvc repro` on the committed params.yaml runs 9x9 Sudoku; the schema's own defaults stay
-    the 4x4 first look, one `scripts/profile.py` away."""
+def test_one_default_the_schemas_is_the_committed_run():
+    """The schema's defaults are the default profile's values: `dvc repro` on the committed
+    params.yaml runs 9x9 Sudoku, a stage's --help shows what runs, and the 4x4 first look is a
+    profile like the others."""
+    assert compose(DEFAULT_PROFILE) == schema_defaults()
+    assert parse_params(compose(DEFAULT_PROFILE)) == Params()
     assert compose(DEFAULT_PROFILE)["data"]["board_size"] == 3
-    assert compose(BASE_PROFILE) == dataclasses.asdict(Params())
-    assert compose(BASE_PROFILE)["data"]["board_size"] == 2
+    assert compose("4x4")["data"]["board_size"] == 2
+    assert not (PROFILES / f"{DEFAULT_PROFILE}.yaml").exists()
+
+
+def test_stage_seeds_follow_the_top_level_seed_unless_set():
+    """One key is a new seed everywhere (`dvc exp run -S seed=3`); a stage seed written out
+    still wins, so a study can vary one stage's seed alone."""
+    params = parse_params({"seed": 3})
+    assert [getattr(params, s).seed for s in SEEDED_SECTIONS] == [3, 3, 3, 3]
+    assert compose(DEFAULT_PROFILE)["data"]["seed"] is None
+    params = parse_params({"seed": 3, "cluster": {"seed": 5}})
+    assert (params.data.seed, params.cluster.seed, params.distill.seed, params.reread.seed) == (3, 5, 3, 3)
+    with pytest.raises(PipelineError, match="'cluster.seed' \\+ 'cluster.restarts'"):
+        parse_params({"seed": SEED_MAX, "cluster": {"restarts": 2}})
+
+
+def test_every_stage_reading_a_stage_seed_declares_the_top_level_seed():
+    """A null stage seed is the top-level one, so changing `seed` must rerun the stage."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        declared = set(stage.get("params", []))
+        if any(f"{s}.seed" in declared for s in SEEDED_SECTIONS):
+            assert "seed" in declared, name
 
 
 @pytest.mark.parametrize("name", profile_names())
@@ -38,10 +63,12 @@ def test_every_profile_composes_into_valid_params(name):
     assert sorted(flat_keys(dataclasses.asdict(params))) == sorted(known_keys())
 
 
-@pytest.mark.parametrize("name", [n for n in profile_names() if n != BASE_PROFILE])
+@pytest.mark.parametrize("name", [n for n in profile_names() if n != DEFAULT_PROFILE])
 def test_a_profile_holds_only_what_it_changes(name):
+    """Every profile changes the default alone: none extends another."""
     changes = yaml.safe_load((PROFILES / f"{name}.yaml").read_text())
-    defaults = compose(changes.pop("extends", BASE_PROFILE))
+    assert "extends" not in changes
+    defaults = compose(DEFAULT_PROFILE)
     for key in flat_keys(changes):
         node = defaults
         for part in key.split("."):
@@ -58,16 +85,16 @@ def changes_value(tree: dict, key: str):
 def test_the_profile_command_writes_what_compose_says(tmp_path):
     for folder in ("scripts", "satground", "profiles"):
         shutil.copytree(REPO / folder, tmp_path / "repo" / folder)
-    for name in ("cpu9", BASE_PROFILE):
+    for name in ("cpu9", "4x4"):
         subprocess.run([sys.executable, "scripts/profile.py", name], cwd=tmp_path / "repo", check=True,
                        capture_output=True)
         assert yaml.safe_load((tmp_path / "repo" / "params.yaml").read_text()) == compose(name)
 
 
 def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
-    (tmp_path / "p.yaml").write_text("train:\n  epochs: 3\n")
+    (tmp_path / "p.yaml").write_text("train:\n  epochs: 12\n")
     params = load_params(tmp_path / "p.yaml")
-    assert params.train.epochs == 3
+    assert params.train.epochs == 12
     assert params.train.batch_size == Params().train.batch_size
     assert params.source == str(tmp_path / "p.yaml")
 
@@ -75,7 +102,7 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
 @pytest.mark.parametrize("text,problem", [
     ("ground: 3\n", "'ground' must be a section of keys"),
     ("data:\n  board_size: 4\n", "'data.board_size' must be one of [2, 3]"),
-    ("data:\n  givens: {mean: 16}\n", "'data.givens.mean' must be <= 15"),
+    ("data:\n  board_size: 2\n  givens: {mean: 16}\n", "'data.givens.mean' must be <= 15"),
     ("distill:\n  checkpoint: last\n", "'distill.checkpoint' must be 'final' or an epoch"),
     ("cluster:\n  seed: 4294967295\n  restarts: 2\n", "exceeds 4294967295"),
     ("train:\n  init_from_ground: 1\n", "'train.init_from_ground' must be bool"),
@@ -94,7 +121,7 @@ def test_bad_values_are_refused_in_one_line_naming_the_key(tmp_path, text, probl
 
 # the rule switch: every setting that reads the Sudoku rules before end-to-end training
 RULE_READING = [
-    ("cluster:\n  method: peers\n", "'cluster.method: peers'"),
+    ("cluster:\n  method: peers\ndistill:\n  classifier: lenet\n", "'cluster.method: peers'"),
     ("cluster:\n  restarts: 2\n", "'cluster.restarts: 2'"),
     ("ground:\n  permutation: peers\n", "'ground.permutation: peers'"),
     ("ground:\n  align_inputs: true\n", "'ground.align_inputs: true'"),
@@ -124,6 +151,7 @@ def test_with_rule_aware_each_rule_reading_setting_loads(tmp_path, text, setting
 def test_the_defaults_read_no_rule_and_all_rule_reading_settings_together_are_listed():
     assert not Params().rule_aware and Params().rule_reading() == []
     params = parse_params({"rule_aware": True, "cluster": {"method": "peers", "restarts": 2},
+                           "distill": {"classifier": "lenet"},
                            "ground": {"permutation": "peers", "align_inputs": True}})
     assert [found for found, _ in params.rule_reading()] == [s.strip("'") for _, s in RULE_READING]
 
@@ -143,7 +171,6 @@ def test_the_headline_9x9_profile_is_rule_free_and_its_rule_aware_twin_trains_al
     assert {**rule_free["evaluate"], "check_folds": 8} == rule_aware["evaluate"]
     assert rule_free["evaluate"]["check_folds"] == 16
     assert (rule_free["train"]["epochs"], rule_free["train"]["decay_epochs"]) == (10, 5)
-    assert "extends" not in yaml.safe_load((PROFILES / "cpu9.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", ["paper", "cpu9_paper"])
@@ -160,7 +187,7 @@ def test_the_paper_profiles_are_the_published_mechanism(name):
     assert (params.train.init_from_ground, params.train.decay_epochs, params.train.classifier_lr) == (True, 0, 1e-5)
     assert params.reread.reader == "none" and not params.reread.keep_classifier
     assert (params.evaluate.check_folds, params.evaluate.starts, params.evaluate.views) == (0, 1, 1)
-    assert params.distill.augment == Params().distill.augment  # no augmentation (ours)
+    assert params.distill.augment == Augment(shift=0.0, rotation=0.0, scale=0.0)  # no augmentation (ours)
     assert (params.data.board_size, params.satnet.m, params.satnet.aux) == (3, 600, 300)
 
 

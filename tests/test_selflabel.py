@@ -112,15 +112,21 @@ def test_reaches_the_bar_on_nine_real_digits():
     assert clustering_accuracy(fitted.assign(torch.from_numpy(xte)).numpy(), yte.astype(int) - 1, 9) >= 0.95
 
 
-def test_the_stage_settings_reach_the_fit(monkeypatch):
-    """`cluster.rounds`, `cluster.n_nets` and `cluster.n_neighbors` from params.yaml reach `fit`;
-    the schema's defaults are the study's two rounds of three nets."""
-    from satground.harness.params import Cluster
+def test_every_setting_of_fit_comes_from_the_schema(monkeypatch):
+    """No hidden setting: each argument of `fit` but the images, K and the seed is a key of the
+    params' cluster section, and the stage's values reach it."""
+    import dataclasses
 
-    defaults = inspect.signature(SelfLabelClusterer.fit).parameters
-    assert Cluster().rounds == defaults["rounds"].default == 2
-    assert Cluster().n_nets == defaults["n_nets"].default == 3
+    from satground.clustering.selflabel import SETTINGS
+    from satground.harness.params import Augment, Cluster
+
+    args = set(inspect.signature(SelfLabelClusterer.fit).parameters) - {"cls", "images", "n_clusters", "seed"}
+    assert args == set(SETTINGS.values()) | {"rotation", "scale", "shift"}
     seen = {}
     monkeypatch.setattr(SelfLabelClusterer, "fit", classmethod(lambda cls, images, k, **kw: seen.update(kw)))
-    SelfLabelClusterer.from_settings(None, 9, 5, Cluster(rounds=3, n_neighbors=7, n_nets=4))
-    assert seen == {"seed": 5, "n_neighbors": 7, "rounds": 3, "n_nets": 4}
+    cfg = Cluster(rounds=5, n_neighbors=7, n_nets=2, umap_runs=4, pca_components=30, cnn_lr=0.01,
+                  augment=Augment(shift=1.0, rotation=5.0, scale=0.2))
+    SelfLabelClusterer.from_settings(None, 9, 5, cfg)
+    assert seen == {"seed": 5, **{arg: getattr(cfg, key) for key, arg in SETTINGS.items()},
+                    **dataclasses.asdict(cfg.augment)}
+    assert (seen["rounds"], seen["n_components"], seen["lr"], seen["shift"]) == (5, 30, 0.01, 1.0)

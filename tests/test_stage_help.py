@@ -32,7 +32,16 @@ def test_a_stage_help_lists_its_paths_and_the_parameters_it_reads(name):
 def test_describe_names_a_key_that_is_not_a_parameter():
     from satground.harness.io import PipelineError
 
-    assert describe("train.epochs")[0].startswith("train.epochs (8): ")
+    assert describe("train.epochs")[0].startswith("train.epochs (10): ")
     assert [line.split(" ")[0] for line in describe("data.givens")] == ["data.givens.mean", "data.givens.std"]
     with pytest.raises(PipelineError, match="train.epoch: not a parameter"):
         describe("train.epoch")
+
+
+def test_a_stage_help_shows_the_default_runs_values():
+    """One default: what --help shows is what `dvc repro` on the committed params.yaml runs."""
+    result = subprocess.run([sys.executable, "stages/train.py", "--help"], cwd=REPO, capture_output=True, text=True)
+    committed = yaml.safe_load((REPO / "params.yaml").read_text())
+    text = " ".join(result.stdout.split())
+    assert committed["satnet"]["m"] == 600 and "satnet.m (600): " in text
+    assert f"train.epochs ({committed['train']['epochs']}): " in text

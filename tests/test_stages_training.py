@@ -27,7 +27,7 @@ from satground.readers.lenet import LeNet, distill_epoch
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching
 from satground.harness.params import compose
-from stage_commands import declared
+from stage_commands import declared, four_by_four
 
 REPO = Path(__file__).resolve().parents[1]
 K = 4
@@ -84,7 +84,7 @@ def make_prepared(root: Path, n_train=48, n_test=16, n_dev=16):
     save_classifier(net, root / "models" / "classifier.pt")
 
 
-PARAMS = {
+PARAMS = four_by_four({
     "seed": 0,
     "rule_aware": True,  # ground.align_inputs below reads the Sudoku rules
     "satnet": {"m": 40, "aux": 8, "max_iter": 10, "lr": 2e-3},
@@ -100,7 +100,7 @@ PARAMS = {
                         "proofread_epochs": 1},
     "baseline_nonvisual": {"epochs": 1, "batch_size": 16, "proofread_epochs": 1},
     "error_injection": {"max_errors": 2, "batch_size": 16},
-}
+})
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +315,7 @@ def peer_spy(monkeypatch):
 def profile_settings(profile: str) -> dict:
     """PARAMS (tiny sizes) with the profile's rule switch and rule-deciding settings."""
     composed = compose(profile)
-    params = {**PARAMS, "rule_aware": composed["rule_aware"], "cluster": {"n_neighbors": 5}}
+    params = {**PARAMS, "rule_aware": composed["rule_aware"], "cluster": {**PARAMS["cluster"], "n_neighbors": 5}}
     for section, keys in RULE_KEYS.items():
         params[section] = {**params.get(section, {}), **{k: composed[section][k] for k in keys}}
     return params

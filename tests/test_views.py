@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from satground.readers.digitcnn import DigitReader, deskew
 from satground.harness.io import PipelineError
 from satground.readers.lenet import LeNet
-from satground.harness.params import Params, parse_params
+from satground.harness.params import compose, parse_params
 from satground.readers.views import VIEWS, ReaderViews, view
 
 
@@ -87,4 +87,4 @@ def test_views_must_be_a_known_count():
         ReaderViews(LeNet(9), 8)
     with pytest.raises(PipelineError, match="evaluate.views"):
         parse_params({"evaluate": {"views": 3}})
-    assert Params().evaluate.views == 1  # the paper's reading unless a profile asks
+    assert parse_params(compose("paper")).evaluate.views == 1  # the paper's reading

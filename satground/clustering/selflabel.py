@@ -56,6 +56,14 @@ def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_componen
     return mixture.predict(emb)
 
 
+# the params' cluster keys -> fit's arguments (besides the augment section's)
+SETTINGS = {"umap_runs": "umap_runs", "min_agreement": "min_agreement", "pca_components": "n_components",
+            "n_neighbors": "n_neighbors", "umap_dim": "umap_dim", "n_nets": "n_nets",
+            "cnn_epochs": "epochs", "cnn_batch_size": "batch_size", "cnn_lr": "lr",
+            "cnn_width": "width", "cnn_features": "feature_dim", "rounds": "rounds",
+            "confidence": "confidence"}
+
+
 class SelfLabelClusterer:
     """Deskew -> consensus of UMAP + GMM runs -> CNN ensemble trained on those clusters."""
 
@@ -123,11 +131,12 @@ class SelfLabelClusterer:
     @classmethod
     def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
                       device=None, on_epoch=None) -> "SelfLabelClusterer":
-        """The registry's fit (satground.clustering): cfg is the params' cluster section (only
-        n_neighbors, rounds and n_nets are read; the cannot-links are not: the method sees images
-        only)."""
-        return cls.fit(images, n_clusters, seed=seed, n_neighbors=cfg.n_neighbors, rounds=cfg.rounds,
-                       n_nets=cfg.n_nets)
+        """The registry's fit (satground.clustering): cfg is the params' cluster section, every
+        setting of `fit` taken from it (SETTINGS); the cannot-links are not read: the method sees
+        images only."""
+        settings = {arg: getattr(cfg, key) for key, arg in SETTINGS.items()}
+        return cls.fit(images, n_clusters, seed=seed, **settings, rotation=cfg.augment.rotation,
+                       scale=cfg.augment.scale, shift=cfg.augment.shift)
 
     def sample_grid(self, images: torch.Tensor):
         """Training images of each cluster, one row per cluster."""

@@ -7,9 +7,11 @@ a section's `check`, e.g. `Params.check`: a setting that reads the Sudoku rules 
 `rule_aware`), and a key the file omits takes the default written here, so no stage script holds
 a default.
 
-Profiles (profiles/*.yaml) hold only what they change; `python scripts/profile.py NAME` writes
-params.yaml as these defaults with that profile laid over them (`compose`), one comment of
-meaning per key. params.yaml is then an ordinary file: edit it, or `dvc exp run -S key=value`.
+The defaults written here are the default run's (`cpu9_fast`, what the committed params.yaml
+holds). Every other profile (profiles/*.yaml) holds only what it changes from them;
+`python scripts/profile.py NAME` writes params.yaml as these defaults with that profile laid over
+them (`compose`), one comment of meaning per key. params.yaml is then an ordinary file: edit it,
+or `dvc exp run -S key=value`. docs/profiles.md says why each default is what it is.
 """
 from __future__ import annotations
 
@@ -27,8 +29,7 @@ from .io import PipelineError
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds are 32-bit
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
-BASE_PROFILE = "4x4"  # the schema's own defaults (no file): a 4x4 first look in minutes
-DEFAULT_PROFILE = "cpu9_fast"  # what the committed params.yaml holds: `dvc repro` runs it
+DEFAULT_PROFILE = "cpu9_fast"  # the schema's defaults (no file), the committed params.yaml: `dvc repro` runs it
 
 
 def knob(default, meaning: str, *, low=None, high=None, choices=None):
@@ -38,7 +39,9 @@ def knob(default, meaning: str, *, low=None, high=None, choices=None):
 
 
 def seed_knob(meaning: str):
-    return knob(0, meaning, low=0, high=SEED_MAX)
+    """A stage's own seed: null follows the top-level `seed` (resolved on load), so one key
+    makes a new seed everywhere."""
+    return knob(None, f"{meaning}; null = the top-level seed", low=0, high=SEED_MAX)
 
 
 def lr_knob(default: float, meaning: str):
@@ -53,9 +56,9 @@ def section(kind, meaning: str):
 
 @dataclass(frozen=True)
 class Givens:
-    mean: float = knob(7.2, "givens per puzzle ~ round(Normal(mean, std)); published 9x9 set: 36.2 of 81",
+    mean: float = knob(36.2, "givens per puzzle ~ round(Normal(mean, std)); published 9x9 set: 36.2 of 81",
                        low=1.0)
-    std: float = knob(0.6, "spread of the givens per puzzle", low=0.0)
+    std: float = knob(3.0, "spread of the givens per puzzle", low=0.0)
 
 
 @dataclass(frozen=True)
@@ -70,19 +73,19 @@ class Mnist:
 class Puzzles:
     source: str = knob("generate", "generate | published (SATNet's .pt files) | csv",
                        choices=("generate", "published", "csv"))
-    generator: str = knob("unique", "unique (down to givens.mean) | hidden_singles (the published "
+    generator: str = knob("hidden_singles", "unique (down to givens.mean) | hidden_singles (the published "
                           "set's rule)", choices=("unique", "hidden_singles"))
     path: str | None = knob(None, "the published folder or the CSV file")
 
 
 @dataclass(frozen=True)
 class Data:
-    board_size: int = knob(2, "2: 4x4 boards (digits 1-4); 3: 9x9 boards (digits 1-9)", choices=(2, 3))
-    seed: int = seed_knob("puzzles, image pools and the images drawn for each cell")
-    n_train: int = knob(2000, "training boards", low=1)
-    n_dev: int = knob(200, "development boards: every curve, early stop and choice is scored on them",
+    board_size: int = knob(3, "2: 4x4 boards (digits 1-4); 3: 9x9 boards (digits 1-9)", choices=(2, 3))
+    seed: int | None = seed_knob("puzzles, image pools and the images drawn for each cell")
+    n_train: int = knob(9000, "training boards", low=1)
+    n_dev: int = knob(500, "development boards: every curve, early stop and choice is scored on them",
                       low=1)
-    n_test: int = knob(500, "test boards: read by evaluate alone (and the baselines' final scores)",
+    n_test: int = knob(1000, "test boards: read by evaluate alone (and the baselines' final scores)",
                        low=1)
     dev_image_fraction: float = knob(0.1, "share of each digit's images kept for the dev boards",
                                      low=0.0, high=1.0)
@@ -109,6 +112,13 @@ class Data:
 # --- before SATNet: cluster the images, distill a classifier ---------------------------------
 
 @dataclass(frozen=True)
+class Augment:
+    shift: float = knob(2.0, "random shift, pixels (0 = off)", low=0.0, high=14.0)
+    rotation: float = knob(10.0, "random rotation, degrees (0 = off)", low=0.0, high=180.0)
+    scale: float = knob(0.1, "random scaling, fraction (0 = off)", low=0.0, high=0.9)
+
+
+@dataclass(frozen=True)
 class Cluster:
     method: str = knob("selflabel", "selflabel (images only; ours) | peers (images + Sudoku "
                        "cannot-links; ours, needs rule_aware) | umap | spectral | infogan (the paper's)",
@@ -128,10 +138,24 @@ class Cluster:
                       "paper's)", low=0, high=13)
     checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
                                  low=1)
-    rounds: int = knob(2, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
+    rounds: int = knob(3, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
                        "previous ensemble's confident clusters", low=1, high=10)
-    n_nets: int = knob(3, "selflabel: CNNs of the ensemble, trained side by side one per core in each round "
+    n_nets: int = knob(4, "selflabel: CNNs of the ensemble, trained side by side one per core in each round "
                        "(an even count keeps both cores of a 2-core machine busy)", low=1, high=16)
+    umap_runs: int = knob(3, "selflabel: UMAP + mixture runs that vote on the first clusters", low=1, high=20)
+    min_agreement: float = knob(1.0, "selflabel: share of those runs that must agree on an image for it to "
+                                "train the first round's CNNs", low=0.0, high=1.0)
+    pca_components: int = knob(50, "selflabel: PCA components of the deskewed pixels before UMAP", low=1)
+    umap_dim: int = knob(10, "selflabel: dimensions of the UMAP embedding", low=1)
+    confidence: float = knob(0.9, "selflabel: each later round trains on the images the previous "
+                             "ensemble assigns with at least this mean probability", low=0.0, high=1.0)
+    cnn_epochs: int = knob(10, "selflabel: each CNN's training epochs in a round", low=1)
+    cnn_batch_size: int = knob(128, "selflabel: the CNNs' batch size", low=2)
+    cnn_lr: float = lr_knob(1.0e-3, "selflabel: the CNNs' Adam learning rate")
+    cnn_width: int = knob(32, "selflabel: the CNNs' channels (width, 2 width, 2 width in the three "
+                          "conv blocks)", low=1)
+    cnn_features: int = knob(128, "selflabel: the CNNs' feature layer before the output", low=1)
+    augment: Augment = section(Augment, "selflabel: the CNNs' random affine copies of the training images")
     restarts: int = knob(1, "runs with seeds seed, seed+1, ...; restart_choice says which is kept", low=1,
                          high=100)
     restart_choice: str = knob("peers", "the restart kept: peers (fewest peer conflicts; reads the "
@@ -140,34 +164,27 @@ class Cluster:
                                "Rand index) | information (ours, label- and rule-free: InfoGAN's code "
                                "information on the training images, infogan only)",
                                choices=("peers", "agreement", "information"))
-    seed: int = seed_knob("the clusterer's seed")
+    seed: int | None = seed_knob("the clusterer's seed")
 
     def check(self, where: str) -> None:
         if self.restarts > 1 and self.restart_choice == "information" and self.method != "infogan":
             raise PipelineError(f"{where}: 'cluster.restart_choice: information' reads InfoGAN's Q head: "
                                 f"it needs 'cluster.method: infogan', not {self.method!r}")
-        if self.seed + self.restarts - 1 > SEED_MAX:
+        if self.seed is not None and self.seed + self.restarts - 1 > SEED_MAX:
             raise PipelineError(f"{where}: 'cluster.seed' + 'cluster.restarts' - 1 exceeds "
                                 f"{SEED_MAX}, the largest seed")
 
 
 @dataclass(frozen=True)
-class Augment:
-    shift: float = knob(0.0, "random shift, pixels (0 = off)", low=0.0, high=14.0)
-    rotation: float = knob(0.0, "random rotation, degrees (0 = off)", low=0.0, high=180.0)
-    scale: float = knob(0.0, "random scaling, fraction (0 = off)", low=0.0, high=0.9)
-
-
-@dataclass(frozen=True)
 class Distill:
-    classifier: str = knob("lenet", "what reads the digits in front of SATNet: lenet (the paper: LeNet "
+    classifier: str = knob("clusterer", "what reads the digits in front of SATNet: lenet (the paper: LeNet "
                            "learns the clusters) | clusterer (ours: the clusterer's own CNN ensemble, "
                            "nothing distilled; needs cluster.method selflabel)",
                            choices=("lenet", "clusterer"))
-    epochs: int = knob(15, "LeNet training epochs", low=1)
+    epochs: int = knob(10, "LeNet training epochs", low=1)
     batch_size: int = knob(64, "batch size", low=1)
     lr: float = lr_knob(1.0e-3, "LeNet learning rate")
-    seed: int = seed_knob("LeNet's seed, and the ablation's corruption")
+    seed: int | None = seed_knob("LeNet's seed, and the ablation's corruption")
     checkpoint: str | int = knob("final", "the clusterer to learn from: final, or an InfoGAN epoch "
                                  "checkpoint (the ablation sweep)")
     mislabel: float = knob(0.0, "share of training images moved to a random wrong cluster (ablation)",
@@ -186,8 +203,8 @@ class Distill:
 
 @dataclass(frozen=True)
 class Satnet:
-    m: int = knob(100, "rank of the SDP relaxation (columns of S)", low=1)
-    aux: int = knob(50, "auxiliary variables", low=0)
+    m: int = knob(600, "rank of the SDP relaxation (columns of S)", low=1)
+    aux: int = knob(300, "auxiliary variables", low=0)
     max_iter: int = knob(40, "mixing-method sweeps per forward pass", low=1)
     eps: float = knob(1.0e-4, "a sample's forward stops once a sweep lowers the objective by less "
                       "than eps times its first sweep did (the published rule and value); the "
@@ -196,12 +213,12 @@ class Satnet:
                                        "sweeps (ours: a cheaper, rougher gradient; "
                                        "docs/studies/fast-9x9.md); null = as many as its forward "
                                        "ran (the published rule)", low=1)
-    solve_sweeps: int | None = knob(None, "every solve after training (reread's inferences, evaluate's "
+    solve_sweeps: int | None = knob(40, "every solve after training (reread's inferences, evaluate's "
                                     "solves and check) runs exactly this many sweeps, no early stop "
                                     "(ours: at eps the vectors are still moving); null = as trained "
                                     "(max_iter, eps: the published)", low=1)
     lr: float = lr_knob(2.0e-3, "Adam learning rate of SATNet, in every stage that trains one")
-    precision: str = knob("bf16x3", "the CPU kernel's float32 products: bf16x3 (split bf16 on AMX "
+    precision: str = knob("auto", "the CPU kernel's float32 products: bf16x3 (split bf16 on AMX "
                           "tiles where the CPU has them, else fp32) | fp32 | bf16 (one bf16 product, "
                           "fp32 sums: AMX or AVX512_BF16 CPUs only; ours, faster, about 2^-8 per "
                           "product) | auto (bf16 where the CPU has it, else bf16x3)",
@@ -210,8 +227,8 @@ class Satnet:
 
 @dataclass(frozen=True)
 class Ground:
-    epochs: int = knob(6, "most epochs of the self-grounding phase", low=1)
-    patience: int = knob(2, "stop after this many epochs without better validation", low=1)
+    epochs: int = knob(3, "most epochs of the self-grounding phase", low=1)
+    patience: int = knob(1, "stop after this many epochs without better validation", low=1)
     batch_size: int = knob(40, "boards per batch", low=1)
     loss: str = knob("matched", "matched (1 - mean P_hat over the running P_hat's matching; ours: "
                      "grounds without the rules at 4 and 9 digits) | paper (1 - mean approxmax P_hat) | "
@@ -237,18 +254,18 @@ class Ground:
 
 @dataclass(frozen=True)
 class Train:
-    epochs: int = knob(8, "end-to-end epochs", low=1)
+    epochs: int = knob(10, "end-to-end epochs", low=1)
     batch_size: int = knob(40, "boards per batch", low=1)
-    classifier_lr: float = lr_knob(1.0e-3, "the grounded classifier's learning rate (paper 1e-5); 0 = "
+    classifier_lr: float = lr_knob(0.0, "the grounded classifier's learning rate (paper 1e-5); 0 = "
                                    "frozen, each image read once instead of once per batch (ours)")
-    init_from_ground: bool = knob(True, "start SATNet from the grounding phase's weights")
-    decay_epochs: int = knob(0, "the last epochs, over which the learning rates fall linearly to 0, "
+    init_from_ground: bool = knob(False, "start SATNet from the grounding phase's weights")
+    decay_epochs: int = knob(5, "the last epochs, over which the learning rates fall linearly to 0, "
                              "batch by batch (ours); 0 = constant (the paper)", low=0)
-    tune_epochs: int = knob(0, "then epochs in which the classifier alone learns end to end through "
+    tune_epochs: int = knob(1, "then epochs in which the classifier alone learns end to end through "
                             "the frozen SATNet, from the same blank-cell loss (ours: lifts the model as "
                             "trained where the classifier was frozen, docs/studies/tune-classifier.md); "
                             "0 = none (the paper)", low=0)
-    tune_lr: float = lr_knob(1.0e-4, "the classifier's learning rate in the tune epochs (constant)")
+    tune_lr: float = lr_knob(1.0e-3, "the classifier's learning rate in the tune epochs (constant)")
 
     def check(self, where: str) -> None:
         if self.decay_epochs > self.epochs:
@@ -261,20 +278,23 @@ class Reread:
     reader: str = knob("cnn", "none: keep the end-to-end classifier (the paper) | cnn: an ensemble "
                        "of small CNNs | lenet: a fresh LeNet; both trained on SATNet's re-readings "
                        "(ours)", choices=("none", "cnn", "lenet"))
-    context: str = knob("givens", "what SATNet sees when it infers released training givens: "
+    context: str = knob("solution", "what SATNet sees when it infers released training givens: "
                         "givens (the readings of the others, as at test time) | solution (also "
                         "the blank cells' training labels, never a given's; ours: a vote an image "
                         "suffices where images are seldom reused, docs/studies/image-reuse.md)",
                         choices=("givens", "solution"))
-    release: float = knob(0.1, "share of each training board's givens SATNet infers per pass",
+    release: float = knob(1.0, "share of each training board's givens SATNet infers per pass",
                           low=0.0, high=1.0)
-    passes: int = knob(10, "passes over the training boards, each releasing other givens", low=1)
+    passes: int = knob(1, "passes over the training boards, each releasing other givens", low=1)
     epochs: int = knob(20, "the reader's training epochs", low=1)
     nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
+    reader_lr: float = lr_knob(1.0e-3, "the reader's Adam learning rate")
+    reader_batch_size: int = knob(128, "the reader's batch size (images)", low=2)
+    augment: Augment = section(Augment, "the reader's random affine copies of its training images")
     keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
                                  "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
-    seed: int = seed_knob("the released givens and the reader's initialisation")
+    seed: int | None = seed_knob("the released givens and the reader's initialisation")
 
     def check(self, where: str) -> None:
         if self.keep_classifier and self.reader != "cnn":
@@ -284,7 +304,7 @@ class Reread:
 
 @dataclass(frozen=True)
 class Proofread:
-    epochs: int = knob(2, "epochs of the proofreader (SATNet frozen); 0 = none: the final reader "
+    epochs: int = knob(0, "epochs of the proofreader (SATNet frozen); 0 = none: the final reader "
                        "passes on unchanged and evaluate has no proofreader rows", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     lr: float = lr_knob(2.0e-3, "the proofreader's learning rate, in every stage that trains one")
@@ -293,11 +313,11 @@ class Proofread:
 @dataclass(frozen=True)
 class Evaluate:
     batch_size: int = knob(100, "boards per batch", low=1)
-    check_folds: int = knob(8, "SATNet checks the test givens' readings, inferring each from the "
+    check_folds: int = knob(16, "SATNet checks the test givens' readings, inferring each from the "
                             "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
-    starts: int = knob(1, "the check rows' final solve: SATNet's outputs averaged over this many "
+    starts: int = knob(4, "the check rows' final solve: SATNet's outputs averaged over this many "
                        "random starts (ours); 1 = one start", low=1, high=64)
-    views: int = knob(1, "our model's readers read each test image in this many fixed views, their "
+    views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
                       "6-degree rotations (ours; satground/readers/views.py); 1 = the image alone (the paper)",
                       choices=(1, 5, 7))
@@ -305,16 +325,16 @@ class Evaluate:
 
 @dataclass(frozen=True)
 class BaselineVisual:
-    epochs: int = knob(8, "epochs of the original visual SATNet (grounded and ungrounded); 0 = not "
+    epochs: int = knob(0, "epochs of the original visual SATNet (grounded and ungrounded); 0 = not "
                        "run (a profile that leaves the baselines to one of their own): no rows", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     classifier_lr: float = lr_knob(1.0e-3, "its classifier's learning rate (trained from scratch)")
-    proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
+    proofread_epochs: int = knob(0, "proofreader epochs after it (0 = none)", low=0)
 
 
 @dataclass(frozen=True)
 class BaselineNonvisual:
-    epochs: int = knob(5, "epochs of the original SATNet on symbolic inputs; 0 = not run: no rows, "
+    epochs: int = knob(0, "epochs of the original SATNet on symbolic inputs; 0 = not run: no rows, "
                        "no error injection", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     proofread_epochs: int = knob(1, "proofreader epochs after it (0 = none)", low=0)
@@ -326,6 +346,8 @@ class ErrorInjection:
     batch_size: int = knob(100, "boards per batch", low=1)
 
 
+# the sections with a seed of their own (null: the top-level seed)
+SEEDED_SECTIONS = ("data", "cluster", "distill", "reread")
 # the clusterers that read the Sudoku rules (satground.clustering: their `reads_peers`)
 RULE_READING_CLUSTERERS = ("peers",)
 # the clusterers that are themselves classifiers of any image (`as_reader`): distill.classifier clusterer
@@ -334,7 +356,8 @@ CLASSIFYING_CLUSTERERS = ("selflabel",)
 
 @dataclass(frozen=True)
 class Params:
-    seed: int = seed_knob("SATNet stages: ground, train, proofread, baselines, evaluate")
+    seed: int = knob(0, "the run's seed: the SATNet stages' (ground, train, proofread, baselines, "
+                     "evaluate) and every stage seed left null", low=0, high=SEED_MAX)
     rule_aware: bool = knob(False, "whether anything before end-to-end training (clusterer, restart "
                             "selection, permutation, input alignment) may read the Sudoku rules "
                             "(ours); false: images and the Symbol Grounding Loss alone (the paper's claim)")
@@ -352,6 +375,12 @@ class Params:
     error_injection: ErrorInjection = section(ErrorInjection, "stage error_injection")
 
     source: typing.ClassVar[str] = "params.yaml"  # the file, in messages (set per instance on load)
+
+    def __post_init__(self):
+        for name in SEEDED_SECTIONS:  # a stage seed left null follows the run's
+            part = getattr(self, name)
+            if part.seed is None:
+                object.__setattr__(self, name, dataclasses.replace(part, seed=self.seed))
 
     def rule_reading(self) -> list[tuple[str, str]]:
         """The settings that read the Sudoku rules before end-to-end training, each as
@@ -380,6 +409,7 @@ class Params:
         return "paper's mechanism" if paper else "rule-free"
 
     def check(self, where: str) -> None:
+        self.cluster.check(where)  # again, with its seed resolved
         if self.distill.classifier == "clusterer":
             if self.cluster.method not in CLASSIFYING_CLUSTERERS:
                 raise PipelineError(f"{where}: 'distill.classifier: clusterer' needs a clusterer that "
@@ -558,30 +588,34 @@ def describe(key: str) -> list[str]:
 # --- profiles -------------------------------------------------------------------------------
 
 def profile_names() -> list[str]:
-    return [BASE_PROFILE] + sorted(p.stem for p in PROFILES.glob("*.yaml"))
+    return [DEFAULT_PROFILE] + sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
-def _merge(base: dict, changes: dict) -> dict:
+def schema_defaults(kind=Params) -> dict:
+    """The default of every key as written in the schema (stage seeds null, unresolved)."""
+    hints = _hints(kind)
+    return {f.name: schema_defaults(hints[f.name]) if _is_section(hints[f.name]) else f.default
+            for f in fields(kind)}
+
+
+def overlay(base: dict, changes: dict) -> dict:
+    """`base` with `changes` laid over it, section by section (neither is modified)."""
     merged = dict(base)
     for key, value in changes.items():
-        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(
+        merged[key] = overlay(base[key], value) if isinstance(value, dict) and isinstance(
             base.get(key), dict) else value
     return merged
 
 
-def compose(name: str, _seen: tuple = ()) -> dict:
-    """The schema's defaults with profile `name`'s changes laid over them (checked). A profile
-    may start from another (`extends: cpu9`) instead of the defaults."""
+def compose(name: str) -> dict:
+    """The schema's defaults (the default profile) with profile `name`'s changes laid over them,
+    checked. Every profile changes the default alone, so none depends on another."""
     if name not in profile_names():
         raise PipelineError(f"unknown profile '{name}': choose one of {', '.join(profile_names())}")
-    if name == BASE_PROFILE:
-        return dataclasses.asdict(Params())
+    if name == DEFAULT_PROFILE:
+        return schema_defaults()
     path = PROFILES / f"{name}.yaml"
-    changes = read_yaml(path, "profile")
-    base = changes.pop("extends", BASE_PROFILE)
-    if base in _seen + (name,):
-        raise PipelineError(f"{path}: 'extends: {base}' makes a cycle")
-    values = _merge(compose(base, _seen + (name,)), changes)
+    values = overlay(schema_defaults(), read_yaml(path, "profile"))
     parse_params(values, str(path))
     return values
 
@@ -608,8 +642,8 @@ def params_text(name: str) -> str:
     """params.yaml for profile `name`: every key, each with its meaning as a comment."""
     values = compose(name)
     head = [f"# Written by `python scripts/profile.py {name}`: the defaults of satground/harness/params.py",
-            f"# with {'no profile' if name == BASE_PROFILE else f'profiles/{name}.yaml'} laid over "
-            "them. Edit freely, or `dvc exp run -S key=value`."]
+            f"# with {'no profile (the default)' if name == DEFAULT_PROFILE else f'profiles/{name}.yaml'} "
+            "laid over them. Edit freely, or `dvc exp run -S key=value`."]
     text = "\n".join(head + _yaml_lines(Params, values, 0)) + "\n"
     assert yaml.safe_load(text) == values, "params.yaml would not read back as composed"
     return text

@@ -78,20 +78,26 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
     return votes, counts, reading
 
 
+READER_AUGMENT = {"shift": 2.0, "rotation": 10.0, "scale": 0.1}  # the schema's reread.augment
+
+
 def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
     """Arg max of SATNet's summed log-votes plus the classifier's own log-probability."""
     return (votes + reading.clamp_min(1e-4).log()).argmax(dim=1)
 
 
 def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classes: int,
-                 epochs: int, nets: int, seed: int, keep: nn.Module | None = None) -> nn.Module:
-    """A reader of uint8 images (N, 28, 28) trained on `labels` under affine augmentation
-    (rotation 10 degrees, zoom 10 %, shift 2 pixels): `cnn`, a DigitReader of `nets` CNNs (with
-    `keep`, a LeNet classifier, averaged into it unchanged), or `lenet`, a fresh LeNet. Each net
+                 epochs: int, nets: int, seed: int, keep: nn.Module | None = None, lr: float = 1e-3,
+                 batch_size: int = 128, augment: dict | None = None) -> nn.Module:
+    """A reader of uint8 images (N, 28, 28) trained on `labels` by Adam at `lr` under random affine
+    augmentation (`augment`: shift pixels, rotation degrees, scale fraction; default
+    READER_AUGMENT): `cnn`, a DigitReader of `nets` CNNs (with `keep`, a LeNet classifier,
+    averaged into it unchanged), or `lenet`, a fresh LeNet. Each net
     trains on one thread, so the same seed gives the same reader on any machine and load; the CNNs
     train side by side, as many at once as torch has threads."""
     if keep is not None and kind != "cnn":
         raise ValueError(f"only a cnn reader keeps the classifier, got {kind!r}")
+    augment = READER_AUGMENT if augment is None else augment
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -99,7 +105,8 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
             x = deskew(images)
             reader = DigitReader(n_classes, nets, lenet=keep is not None)
             trained = train_digit_cnns(x, labels, torch.arange(len(x)), n_classes,
-                                       [seed * 1000 + m for m in range(nets)], epochs, threads)
+                                       [seed * 1000 + m for m in range(nets)], epochs, threads,
+                                       batch_size=batch_size, lr=lr, **augment)
             for net, fitted in zip(reader.nets, trained):
                 net.load_state_dict(fitted.state_dict())
             if keep is not None:
@@ -109,10 +116,9 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
             torch.manual_seed(seed)
             generator = torch.Generator().manual_seed(seed + 1)
             model = lenet.LeNet(n_classes)
-            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
             for _ in range(epochs):
-                lenet.distill_epoch(model, optimizer, images, labels, 64, generator,
-                                    {"shift": 2.0, "rotation": 10.0, "scale": 0.1})
+                lenet.distill_epoch(model, optimizer, images, labels, batch_size, generator, augment)
             return model.eval()
     finally:
         torch.set_num_threads(threads)
