@@ -57,10 +57,7 @@ def main(argv=None):
         train, val = split_boards(boards, cfg.val_fraction, generator)
     except ValueError as exc:
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
-    classifier = load_classifier(args.classifier)
-    if classifier.n_classes != K:
-        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
-                            f"boards have {K} digits")
+    classifier = load_classifier(args.classifier, K)
     freeze(classifier)
     solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
                             zero_input_outputs=True, output_softmax=cfg.output_softmax,

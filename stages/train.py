@@ -42,10 +42,7 @@ def main(argv=None):
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
 
-    classifier = load_classifier(args.classifier)
-    if classifier.n_classes != K:
-        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
-                            f"boards have {K} digits")
+    classifier = load_classifier(args.classifier, K)
     fold_into_classifier(classifier, perm)
     solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
                             zero_input_outputs=True, backward_sweeps=sat.backward_sweeps)
