@@ -12,7 +12,7 @@ import torch
 
 from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
-from satground.solver.models import SymbolicSolver, add_trainable_proofreader, checkpoint
+from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
@@ -34,8 +34,7 @@ def main(argv=None):
     train = load_boards(args.prepared, "train", view="grounded")
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)
 
-    model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                           zero_input_outputs=False, backward_sweeps=sat.backward_sweeps).to(device)
+    model = solver_from_params(train.board_size, sat, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
         untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too

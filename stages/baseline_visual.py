@@ -12,7 +12,7 @@ import torch
 from satground.boards.data import load_boards
 from satground.harness.io import save_all, seed_everything
 from satground.readers.lenet import LeNet
-from satground.solver.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
+from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.satnet import check_setup
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
@@ -43,9 +43,7 @@ def main(argv=None):
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
-    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=args.view == "ungrounded",
-                            backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(train.board_size, sat, zero_input_outputs=args.view == "ungrounded")
     model = VisualSolver(LeNet(train.n_digits), solver).to(device)
     optimizer = torch.optim.Adam([
         {"params": solver.parameters(), "lr": sat.lr},

@@ -31,7 +31,7 @@ from satground.solver.grounding import (align_to_inputs, hard_permutation, is_pe
 from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
-from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint
+from satground.solver.models import VisualSolver, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.boards.plots import plot_permutation
 from satground.satnet import check_setup
@@ -59,9 +59,8 @@ def main(argv=None):
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
     classifier = load_classifier(args.classifier, K)
     freeze(classifier)
-    solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True, output_softmax=cfg.output_softmax,
-                            backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(boards.board_size, sat, zero_input_outputs=True,
+                                output_softmax=cfg.output_softmax)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 

@@ -18,7 +18,7 @@ from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.solver.grounding import fold_into_classifier, fold_into_satnet, load_permutation
 from satground.harness.io import PipelineError, save_all, seed_everything
-from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
 from satground.harness.params import load_params
 from satground.satnet import check_setup, kernel_description
 from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
@@ -44,8 +44,7 @@ def main(argv=None):
 
     classifier = load_classifier(args.classifier, K)
     fold_into_classifier(classifier, perm)
-    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True, backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
     # it working: train a fresh one instead.
