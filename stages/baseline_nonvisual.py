@@ -11,11 +11,11 @@ import copy
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all, seed_everything
+from satground.harness.io import save_all
 from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
 
@@ -25,11 +25,8 @@ def main(argv=None):
                                      "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.baseline_nonvisual, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.baseline_nonvisual, params.satnet
+    device, generator = prepare_satnet_stage(params)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)

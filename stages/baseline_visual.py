@@ -10,12 +10,12 @@ from __future__ import annotations
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all, seed_everything
+from satground.harness.io import save_all
 from satground.readers.lenet import LeNet
 from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
 
@@ -33,11 +33,8 @@ def main(argv=None):
                                                     help="the boards it learns from: with the given digits' labels or without"))
 
     params = load_params(args.params)
-    cfg, sat, device = params.baseline_visual, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.baseline_visual, params.satnet
+    device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train", view=args.view)
     dev = load_boards(args.prepared, "dev", like=train)  # ungrounded: per-epoch scores on output cells
 

@@ -21,14 +21,14 @@ import torch
 from satground.boards.data import given_image_indices, load_boards, load_truth
 from satground.boards.intervals import board_outcomes, image_bootstrap
 from satground.solver.grounding import hard_permutation, load_permutation
-from satground.harness.io import atomic_outputs, seed_everything
+from satground.harness.io import atomic_outputs
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table, solution_metrics
 from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
-from satground.satnet import check_setup
-from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, load_scores, save_scores
 from satground.solver.training import solution_digits, solution_scores
 from satground.readers.views import ReaderViews
@@ -103,11 +103,9 @@ def main(argv=None):
                                        help="table without the baselines' rows"))
 
     params = load_params(args.params)
-    device, batch_size = stage_device(), params.evaluate.batch_size
-    check_setup(device, params.satnet.precision)
-
+    batch_size = params.evaluate.batch_size
+    device, _ = prepare_satnet_stage(params, trains_satnet=False)
     # every input is read and checked before anything is written
-    seed_everything(params.seed)
     test = load_boards(args.prepared, "test")
     solution = load_boards(args.prepared, "test", view="grounded").labels
     truth = load_truth(args.prepared, "test", test)

@@ -28,14 +28,14 @@ from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.solver.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
                                         peer_label_cooccurrence, peer_label_permutation, permutation_record)
-from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
+from satground.harness.io import PipelineError, save_all, save_figure
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
 from satground.solver.models import VisualSolver, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.boards.plots import plot_permutation
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
                                        predicted_digits, readings_once, split_boards)
@@ -46,11 +46,8 @@ def main(argv=None):
                                      "plot-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.ground, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.ground, params.satnet
+    device, generator = prepare_satnet_stage(params)
     boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it
     K = boards.n_digits
     try:

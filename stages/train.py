@@ -17,11 +17,12 @@ import torch
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.solver.grounding import fold_into_classifier, fold_into_satnet, load_permutation
-from satground.harness.io import PipelineError, save_all, seed_everything
+from satground.harness.io import PipelineError, save_all
 from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup, kernel_description
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.satnet import kernel_description
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import bce_loss, fit, freeze, readings_once, tune_classifier
 
@@ -31,11 +32,8 @@ def main(argv=None):
                                      "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.train, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.train, params.satnet
+    device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     K = train.n_digits
