@@ -14,6 +14,7 @@ from satground.boards.data import load_boards
 from satground.harness.io import save_all
 from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.harness.satnet_stage import prepare_satnet_stage
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
@@ -43,7 +44,7 @@ def main(argv=None):
     optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc="non-visual SATNet",
-                          resume_dir=args.resume_dir)}
+                          resume=ResumeOptions(args.resume_dir))}
     test = load_boards(args.prepared, "test", view="grounded", like=train)  # final scores only
     scores = {"no_proofreader": solution_scores(model, test, test.labels, cfg.batch_size, device)}
     # saved with the proofread model at the end: an interrupted run leaves neither, never one
@@ -56,7 +57,7 @@ def main(argv=None):
         last["proofread"] = fit(model, train, dev, optimizer, bce_loss(on_inputs=False),
                                 cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc="non-visual proofread", prefix="proofread/",
-                                resume_dir=args.resume_dir)
+                                resume=ResumeOptions(args.resume_dir))
         scores["proofreader"] = solution_scores(model, test, test.labels, cfg.batch_size, device)
 
     save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu())})

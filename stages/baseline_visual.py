@@ -14,6 +14,7 @@ from satground.harness.io import save_all
 from satground.readers.lenet import LeNet
 from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.harness.satnet_stage import prepare_satnet_stage
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
@@ -55,7 +56,7 @@ def main(argv=None):
         return
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=True), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
-                          resume_dir=args.resume_dir)}
+                          resume=ResumeOptions(args.resume_dir))}
     test, solution = test_boards(args.prepared, train)
     scores = {"no_proofreader": solution_scores(model, test, solution, cfg.batch_size, device)}
 
@@ -66,7 +67,7 @@ def main(argv=None):
         last["proofread"] = fit(model, ungrounded, dev, optimizer, bce_loss(on_inputs=False),
                                 cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc=f"{args.view} proofread", prefix="proofread/",
-                                resume_dir=args.resume_dir)
+                                resume=ResumeOptions(args.resume_dir))
         scores["proofreader"] = solution_scores(model, test, solution, cfg.batch_size, device)
 
     save_all({args.model_out: checkpoint(model.cpu())})

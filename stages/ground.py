@@ -33,6 +33,7 @@ from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
 from satground.solver.models import VisualSolver, checkpoint, solver_from_params
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.boards.plots import plot_permutation
 from satground.harness.satnet_stage import prepare_satnet_stage
 from satground.harness.stage import run_stage, stage_arguments
@@ -79,11 +80,11 @@ def main(argv=None):
     stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
                              warmup=warmup)
     with readings_once(model, train, val) as (train_read, val_read):  # the classifier is frozen
+        resume = ResumeOptions(args.resume_dir, carry=(loss_fn,),
+                               identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
+                                         cfg.approxmax, cfg.temperature, cfg.assignment))
         fit(model, train_read, val_read, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device,
-            generator, report, desc="ground", resume_dir=args.resume_dir, evaluate=evaluate,
-            stopping=stopping, identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
-                                         cfg.approxmax, cfg.temperature, cfg.assignment),
-            carry=(loss_fn,))
+            generator, report, desc="ground", resume=resume, evaluate=evaluate, stopping=stopping)
     best = stopping.restore()
     P = best["P"]
     argmax = hard_permutation(P, "argmax")

@@ -11,6 +11,7 @@ from satground.boards.data import load_boards
 from satground.harness.io import save_all
 from satground.solver.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.harness.satnet_stage import prepare_satnet_stage
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
@@ -39,7 +40,8 @@ def main(argv=None):
 
     with readings_once(model, train, dev) as (train_read, dev_read):  # the classifier is frozen
         last = fit(model, train_read, dev_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
-                   cfg.batch_size, device, generator, report, desc="proofread", resume_dir=args.resume_dir)
+                   cfg.batch_size, device, generator, report, desc="proofread",
+                   resume=ResumeOptions(args.resume_dir))
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
     print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "

@@ -20,6 +20,7 @@ from satground.solver.grounding import fold_into_classifier, fold_into_satnet, l
 from satground.harness.io import PipelineError, save_all
 from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.satnet import kernel_description
 from satground.harness.satnet_stage import prepare_satnet_stage
 from satground.harness.stage import run_stage, stage_arguments
@@ -63,19 +64,19 @@ def main(argv=None):
         {"params": classifier.parameters(), "lr": cfg.classifier_lr},
     ])
 
-    report = StageReport(args.metrics_out)
+    report, resume = StageReport(args.metrics_out), ResumeOptions(args.resume_dir)
     frozen = cfg.classifier_lr == 0  # then each image is read once, not once per batch
     if frozen:
         freeze(classifier)
     with readings_once(model, train, dev) if frozen else nullcontext((train, dev)) as (train_in, dev_in):
         last = fit(model, train_in, dev_in, optimizer, bce_loss(on_inputs=False), cfg.epochs,
-                   cfg.batch_size, device, generator, report, desc="train", resume_dir=args.resume_dir,
+                   cfg.batch_size, device, generator, report, desc="train", resume=resume,
                    decay_epochs=cfg.decay_epochs)
     info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
     if cfg.tune_epochs:
         info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
                                               cfg.batch_size, device, generator, report,
-                                              resume_dir=args.resume_dir)
+                                              resume=resume)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": info["loss"]}, info=info)
     print(f"train: {cfg.epochs} + {cfg.tune_epochs} tune epochs, dev blank cells "
