@@ -26,8 +26,8 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.solver.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
-                                        peer_label_cooccurrence, peer_label_permutation, permutation_record)
+from satground.solver.grounding import (choose_permutation, hard_permutation, is_permutation, peer_cooccurrence,
+                                        peer_label_cooccurrence)
 from satground.harness.io import PipelineError, save_all, save_figure
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
@@ -40,6 +40,23 @@ from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
                                        predicted_digits, readings_once, split_boards)
+
+
+def peer_evidence(cfg, model: VisualSolver, boards, val, device) -> tuple:
+    """(SATNet's val outputs against their peer givens, the training givens' clusters against
+    their peers' output labels), each read only where a setting asks for it: without
+    align_inputs and with permutation: loss (the rule-free configuration) both are None and
+    nothing here reads the Sudoku rules."""
+    output_cooccurrence = label_cooccurrence = None
+    if cfg.align_inputs:  # P_hat speaks SATNet's output encoding: how it relabels the classifier's
+        probs = predict(model, val, cfg.batch_size, device, desc="align")
+        val_clusters = predicted_digits(probs, val.n_digits) - 1
+        output_cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
+    if cfg.permutation == "peers":  # the rule every board obeys: given clusters against output labels
+        given_clusters = classify(model.classifier, boards.images)[boards.cell_image.clamp_min(0)]
+        label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
+                                                     boards.board_size)
+    return output_cooccurrence, label_cooccurrence
 
 
 def main(argv=None):
@@ -86,58 +103,23 @@ def main(argv=None):
         fit(model, train_read, val_read, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device,
             generator, report, desc="ground", resume=resume, evaluate=evaluate, stopping=stopping)
     best = stopping.restore()
-    P = best["P"]
-    argmax = hard_permutation(P, "argmax")
-    hungarian = hard_permutation(P, "hungarian")
-    argmax_ok = is_permutation(argmax)
-    # Folding needs a one-to-one map: when arg max sends two clusters to one digit, fall back
-    # to the Hungarian matching of the same matrix (and say so).
-    output_perm = argmax if cfg.assignment == "argmax" and argmax_ok else hungarian
-    used = "argmax" if cfg.assignment == "argmax" and argmax_ok else "hungarian"
-    # The peer structure is read only where a setting asks for it: without align_inputs and with
-    # permutation: loss (the rule-free configuration) nothing here reads the Sudoku rules.
-    from_loss, rho, cooccurrence = output_perm, None, None
-    if cfg.align_inputs:  # P_hat speaks SATNet's output encoding: how it relabels the classifier's
-        val_clusters = predicted_digits(predict(model, val, cfg.batch_size, device, desc="align"), K) - 1
-        cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
-        from_loss, rho = align_to_inputs(output_perm, cooccurrence)
-    from_peers, label_cooccurrence = None, None
-    if cfg.permutation == "peers":  # the rule every board obeys: given clusters against output labels
-        given_clusters = classify(classifier, boards.images)[boards.cell_image.clamp_min(0)]
-        label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
-                                                     boards.board_size)
-        from_peers = peer_label_permutation(label_cooccurrence)
-    chosen = from_peers if cfg.permutation == "peers" else from_loss
-
-    def listed(x):
-        return None if x is None else x.tolist()
-
-    permutation = permutation_record(chosen, output_perm, P, source=cfg.permutation,
-                                     from_loss=from_loss.tolist(), from_peers=listed(from_peers),
-                                     peer_label_cooccurrence=listed(label_cooccurrence),
-                                     assignment=used, argmax=argmax.tolist(),
-                                     hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
-                                     output_to_input=listed(rho), aligned_to_inputs=cfg.align_inputs,
-                                     peer_cooccurrence=listed(cooccurrence), best_epoch=best["epoch"])
-    save_figure(plot_permutation(P, output_perm), args.plot_out)
+    choice = choose_permutation(best["P"], cfg.assignment, cfg.permutation,
+                                *peer_evidence(cfg, model, boards, val, device))
+    save_figure(plot_permutation(best["P"], choice.output), args.plot_out)
     info = {
         **{k: v for k, v in best["row"].items() if k.startswith("val_")},
         "loss": best["row"]["loss"],
         "best_epoch": best["epoch"],
         "epochs_run": stopping.last_epoch,
-        "argmax_is_permutation": argmax_ok,
-        "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
-        "outputs_numbered_like_inputs": None if rho is None else bool(torch.equal(rho, torch.arange(K))),
-        "loss_agrees_with_peers": None if from_peers is None else bool(torch.equal(from_loss, from_peers)),
+        **choice.agreements(),
     }
-    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation})
+    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: choice.record(best["epoch"])})
     report.finish({"ground_cells": info["val_blank_cells"]}, info)
     print(f"ground: best epoch {best['epoch']}, val blank cells "
-          f"{info['val_blank_cells']:.3f}, cluster->digit {chosen.tolist()} from "
-          f"{cfg.permutation} (loss: {from_loss.tolist()} by {used}"
+          f"{info['val_blank_cells']:.3f}, cluster->digit {choice.chosen.tolist()} from "
+          f"{cfg.permutation} (loss: {choice.from_loss.tolist()} by {choice.assignment}"
           f"{', aligned to inputs' if cfg.align_inputs else ''}"
-          f"{f'; peers: {from_peers.tolist()}' if from_peers is not None else ''})")
-
+          f"{f'; peers: {choice.from_peers.tolist()}' if choice.from_peers is not None else ''})")
 
 if __name__ == "__main__":
     run_stage(main)
