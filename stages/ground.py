@@ -26,8 +26,8 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.solver.grounding import (choose_permutation, hard_permutation, is_permutation, peer_cooccurrence,
-                                        peer_label_cooccurrence)
+from satground.solver.grounding import (choose_permutation, hard_permutation, is_permutation,
+                                        peer_cooccurrence, peer_label_cooccurrence)
 from satground.harness.io import PipelineError, save_all, save_figure
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
