@@ -11,11 +11,12 @@ import copy
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all, seed_everything
-from satground.solver.models import SymbolicSolver, add_trainable_proofreader, checkpoint
+from satground.harness.io import save_all
+from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.resume import ResumeOptions
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
 
@@ -25,17 +26,13 @@ def main(argv=None):
                                      "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.baseline_nonvisual, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.baseline_nonvisual, params.satnet
+    device, generator = prepare_satnet_stage(params)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)
 
-    model = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                           zero_input_outputs=False, backward_sweeps=sat.backward_sweeps).to(device)
+    model = solver_from_params(train.board_size, sat, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
         untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too
@@ -47,7 +44,7 @@ def main(argv=None):
     optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc="non-visual SATNet",
-                          resume_dir=args.resume_dir)}
+                          resume=ResumeOptions(args.resume_dir))}
     test = load_boards(args.prepared, "test", view="grounded", like=train)  # final scores only
     scores = {"no_proofreader": solution_scores(model, test, test.labels, cfg.batch_size, device)}
     # saved with the proofread model at the end: an interrupted run leaves neither, never one
@@ -60,7 +57,7 @@ def main(argv=None):
         last["proofread"] = fit(model, train, dev, optimizer, bce_loss(on_inputs=False),
                                 cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc="non-visual proofread", prefix="proofread/",
-                                resume_dir=args.resume_dir)
+                                resume=ResumeOptions(args.resume_dir))
         scores["proofreader"] = solution_scores(model, test, test.labels, cfg.batch_size, device)
 
     save_all({args.model_out: without_proofreader, args.proofread_model_out: checkpoint(model.cpu())})

@@ -10,12 +10,13 @@ from __future__ import annotations
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all, seed_everything
+from satground.harness.io import save_all
 from satground.readers.lenet import LeNet
-from satground.solver.models import SymbolicSolver, VisualSolver, add_trainable_proofreader, checkpoint
+from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.resume import ResumeOptions
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
 
@@ -33,19 +34,14 @@ def main(argv=None):
                                                     help="the boards it learns from: with the given digits' labels or without"))
 
     params = load_params(args.params)
-    cfg, sat, device = params.baseline_visual, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.baseline_visual, params.satnet
+    device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train", view=args.view)
     dev = load_boards(args.prepared, "dev", like=train)  # ungrounded: per-epoch scores on output cells
 
     # The original model returns SATNet's pass-through at input cells; on grounded boards the
     # loss covers them too, which is exactly the label leakage.
-    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=args.view == "ungrounded",
-                            backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(train.board_size, sat, zero_input_outputs=args.view == "ungrounded")
     model = VisualSolver(LeNet(train.n_digits), solver).to(device)
     optimizer = torch.optim.Adam([
         {"params": solver.parameters(), "lr": sat.lr},
@@ -60,7 +56,7 @@ def main(argv=None):
         return
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=True), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
-                          resume_dir=args.resume_dir)}
+                          resume=ResumeOptions(args.resume_dir))}
     test, solution = test_boards(args.prepared, train)
     scores = {"no_proofreader": solution_scores(model, test, solution, cfg.batch_size, device)}
 
@@ -71,7 +67,7 @@ def main(argv=None):
         last["proofread"] = fit(model, ungrounded, dev, optimizer, bce_loss(on_inputs=False),
                                 cfg.proofread_epochs, cfg.batch_size, device, generator, report,
                                 desc=f"{args.view} proofread", prefix="proofread/",
-                                resume_dir=args.resume_dir)
+                                resume=ResumeOptions(args.resume_dir))
         scores["proofreader"] = solution_scores(model, test, solution, cfg.batch_size, device)
 
     save_all({args.model_out: checkpoint(model.cpu())})

@@ -14,11 +14,11 @@ import pandas as pd
 import torch
 
 from satground.boards.data import Boards, load_boards
-from satground.harness.io import atomic_outputs, seed_everything
+from satground.harness.io import atomic_outputs
 from satground.solver.models import load_solver
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.boards.metrics import markdown_table, output_metrics
 from satground.boards.sudoku import count_solutions_many
 from satground.harness.tracking import StageReport
@@ -73,8 +73,8 @@ def main(argv=None):
                                      "metrics-out"], argv)
 
     params = load_params(args.params)
-    cfg, device, seed = params.error_injection, stage_device(), params.seed
-    check_setup(device, params.satnet.precision)
+    cfg, seed = params.error_injection, params.seed
+    device, _ = prepare_satnet_stage(params, trains_satnet=False)
     max_errors, batch_size = cfg.max_errors, cfg.batch_size
 
     if params.baseline_nonvisual.epochs == 0:  # no trained model to inject errors into
@@ -85,7 +85,6 @@ def main(argv=None):
         print("error injection: not run (baseline_nonvisual.epochs 0)")
         return
 
-    seed_everything(seed)
     test = load_boards(args.prepared, "test", view="grounded")
     models = {"no_proofreader": load_solver(args.model, boards=test, kind="symbolic").to(device),
               "proofreader": load_solver(args.proofread_model, boards=test, kind="symbolic").to(device)}

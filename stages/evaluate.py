@@ -21,14 +21,14 @@ import torch
 from satground.boards.data import given_image_indices, load_boards, load_truth
 from satground.boards.intervals import board_outcomes, image_bootstrap
 from satground.solver.grounding import hard_permutation, load_permutation
-from satground.harness.io import atomic_outputs, seed_everything
+from satground.harness.io import atomic_outputs
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table, solution_metrics
 from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
-from satground.satnet import check_setup
-from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, load_scores, save_scores
 from satground.solver.training import solution_digits, solution_scores
 from satground.readers.views import ReaderViews
@@ -94,81 +94,91 @@ def results_table(rows: dict, labels: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def main(argv=None):
-    args = stage_arguments(
-        __doc__, ["prepared", "ground", "permutation", "solver", "solver-reread", "solver-proofread",
-                  "baseline-grounded", "baseline-ungrounded", "baseline-nonvisual",  # their metrics folders
-                  "table-out", "csv-out", "metrics-out"], argv,
-        extra=lambda p: p.add_argument("--skip-baselines", action="store_true",
-                                       help="table without the baselines' rows"))
+# the variants of our model scored, in this order: one_view only with evaluate.views > 1,
+# reread unless reread.reader is none, proofreader unless proofread.epochs is 0, the checked ones
+# with evaluate.check_folds
+OUR_VARIANTS = ("one_view", "no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
 
-    params = load_params(args.params)
-    device, batch_size = stage_device(), params.evaluate.batch_size
-    check_setup(device, params.satnet.precision)
 
-    # every input is read and checked before anything is written
-    seed_everything(params.seed)
-    test = load_boards(args.prepared, "test")
-    solution = load_boards(args.prepared, "test", view="grounded").labels
-    truth = load_truth(args.prepared, "test", test)
-    K = test.n_digits
-    solvers = {name: load_solver(path, boards=test, kind="visual",
-                                 solve_sweeps=params.satnet.solve_sweeps) for name, path in
-               (("no_proofreader", args.solver), ("reread", args.solver_reread),
-                ("proofreader", args.solver_proofread),
-                ("ground", args.ground))}
-    saved_perm = load_permutation(args.permutation, K)
-    perm, output_perm = saved_perm["permutation"], saved_perm["output_permutation"]
-    baselines = {}
-    if not args.skip_baselines:
-        for name, path in (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded),
-                           ("symbols", args.baseline_nonvisual)):
-            baselines[name] = load_scores(path)
-    report = StageReport(args.metrics_out)
+def load_solvers(args, params, test) -> dict:
+    """Our model as trained, re-read, with proofreader, and the self-grounded phase's, by name."""
+    return {name: load_solver(path, boards=test, kind="visual", solve_sweeps=params.satnet.solve_sweeps)
+            for name, path in (("no_proofreader", args.solver), ("reread", args.solver_reread),
+                               ("proofreader", args.solver_proofread), ("ground", args.ground))}
 
-    reread, folds, starts = params.reread.reader != "none", params.evaluate.check_folds, params.evaluate.starts
-    views = params.evaluate.views
-    final = "reread" if reread else "no_proofreader"  # the proofreader sits on the final reader
-    if solvers["proofreader"].solver.proofreader is None:  # proofread.epochs 0: none, no rows
-        del solvers["proofreader"]
-    if views > 1:  # ours: every reader of our model reads in views; the paper's one look kept as a row
-        solvers["one_view"] = solvers["no_proofreader"]
+
+def load_baselines(args) -> dict:
+    """The baselines' test scores by view (grounded, ungrounded, symbols); none with --skip-baselines."""
+    if args.skip_baselines:
+        return {}
+    return {name: load_scores(path) for name, path in
+            (("grounded", args.baseline_grounded), ("ungrounded", args.baseline_ungrounded),
+             ("symbols", args.baseline_nonvisual))}
+
+
+def our_variants(solvers: dict, params) -> dict:
+    """OUR_VARIANTS that run, by name: each reader reading in `evaluate.views` views (the model
+    as trained also kept in one view, the paper's), and the final model and its proofreader
+    checked by SATNet. The proofreader sits on the final reader: re-read, or as trained."""
+    reread, views = params.reread.reader != "none", params.evaluate.views
+    folds, starts = params.evaluate.check_folds, params.evaluate.starts
+    variants = {name: solvers[name] for name in ("no_proofreader", "reread", "proofreader")}
+    if variants["proofreader"].solver.proofreader is None:  # proofread.epochs 0: none, no rows
+        del variants["proofreader"]
+    if views > 1:
+        variants["one_view"] = variants["no_proofreader"]
         for name in ("no_proofreader", "reread", "proofreader"):
-            if name in solvers:
-                model = solvers[name]
-                solvers[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
+            if name in variants:
+                model = variants[name]
+                variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
-        solvers["checked"] = Checked(solvers[final], folds, starts)
-        if "proofreader" in solvers:
-            solvers["proofreader_checked"] = Checked(solvers["proofreader"], folds, starts)
-    digits = {name: solution_digits(solvers[name].to(device), test, batch_size, device)
-              for name in ("one_view", "no_proofreader", "reread", "proofreader", "checked", "proofreader_checked")
-              if name in solvers and (reread or name != "reread")}
-    ours = {name: solution_metrics(d, solution, test) for name, d in digits.items()}
-    image_digits = truth["image_labels"].numpy()
-    intervals = {name: image_bootstrap(board_outcomes(d, solution, test), test, image_digits, seed=params.seed)
-                 for name, d in digits.items()}
-    # self-grounded phase: its model speaks clusters; read it through the learned permutation
-    ground_model = solvers["ground"].to(device)
-    ground = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
+        variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts)
+        if "proofreader" in variants:
+            variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts)
+    if not reread:
+        del variants["reread"]
+    return {name: variants[name] for name in OUR_VARIANTS if name in variants}
 
-    # the true cluster -> digit matching of the frozen distilled classifier (in ground.pt) on the
-    # test images: truth used to report only
-    pool = given_image_indices(test)
+
+def score_ours(variants: dict, test, solution, image_digits, params, device) -> tuple[dict, dict]:
+    """(scores, intervals) by variant: the board metrics of its digits against the true
+    solutions, and their bootstrap intervals over the test images and boards."""
+    digits = {name: solution_digits(model.to(device), test, params.evaluate.batch_size, device)
+              for name, model in variants.items()}
+    scores = {name: solution_metrics(d, solution, test) for name, d in digits.items()}
+    intervals = {name: image_bootstrap(board_outcomes(d, solution, test), test, image_digits,
+                                       seed=params.seed) for name, d in digits.items()}
+    return scores, intervals
+
+
+def grounding_scores(ground_model, test, solution, truth: dict, saved_perm: dict, batch_size: int,
+                     device) -> dict:
+    """The self-grounded phase's test scores, its model (speaking clusters) read through the
+    learned permutation, and that permutation checked against the true cluster -> digit matching
+    of the frozen distilled classifier (in ground.pt) on the test images: truth used to report only."""
+    perm, output_perm = saved_perm["permutation"], saved_perm["output_permutation"]
+    ground_model = ground_model.to(device)
+    phase = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
+    K, pool = test.n_digits, given_image_indices(test)
     clusters = classify(ground_model.classifier.to(device), test.images[pool]).numpy()
     digits = truth["image_labels"][pool].long().numpy() - 1
     true_perm = torch.from_numpy(best_matching(clusters, digits, K, K))
     soft = saved_perm["soft_permutation"]
-    grounding = {
+    return {
         "clustering_accuracy": clustering_accuracy(clusters, digits, K, K),
         "permutation_correct": bool(torch.equal(perm, true_perm)),
         "output_permutation_correct": bool(torch.equal(output_perm, true_perm)),
         "argmax_correct": bool(torch.equal(hard_permutation(soft, "argmax"), true_perm)),
         "hungarian_correct": bool(torch.equal(hard_permutation(soft, "hungarian"), true_perm)),
         "true_permutation": true_perm.tolist(),
-        **{f"phase_{k}": v for k, v in ground.items()},
+        **{f"phase_{k}": v for k, v in phase.items()},
     }
 
+
+def table_rows(ours: dict, intervals: dict, baselines: dict, params) -> dict:
+    """(model, data, proofreader) -> scores of the results table: the visual baselines, ours
+    (with their intervals), the non-visual baseline."""
+    reread, views, folds = params.reread.reader != "none", params.evaluate.views, params.evaluate.check_folds
     rows = {}
     ours_rows = {name: {**scores, "intervals": intervals[name]} for name, scores in ours.items()}
     for view in ("grounded", "ungrounded"):
@@ -179,7 +189,7 @@ def main(argv=None):
         rows[("Ours", "ungrounded", "no")] = ours_rows["one_view"]
     rows[("Ours" + seen, "ungrounded", "no")] = ours_rows["no_proofreader"]
     name = ("Ours + re-read" if reread else "Ours") + seen
-    rows[(name, "ungrounded", "no")] = ours_rows[final]
+    rows[(name, "ungrounded", "no")] = ours_rows["reread" if reread else "no_proofreader"]
     if "proofreader" in ours_rows:
         rows[(name, "ungrounded", "yes")] = ours_rows["proofreader"]
     if folds:
@@ -188,34 +198,73 @@ def main(argv=None):
             rows[(name + " + check", "ungrounded", "yes")] = ours_rows["proofreader_checked"]
     for key, value in baselines.get("symbols", {}).items():
         rows[("Original non-visual", "symbols", "yes" if key == "proofreader" else "no")] = value
-    labels = {"Ours": (params.configuration(), params.train.epochs),
-              "Original SATNet": ("paper's baseline", params.baseline_visual.epochs),
-              "Original non-visual": ("paper's baseline", params.baseline_nonvisual.epochs)}
-    frame = results_table(rows, labels)
+    return rows
+
+
+def row_labels(params) -> dict:
+    """model -> (configuration, end-to-end epochs) for results_table."""
+    return {"Ours": (params.configuration(), params.train.epochs),
+            "Original SATNet": ("paper's baseline", params.baseline_visual.epochs),
+            "Original non-visual": ("paper's baseline", params.baseline_nonvisual.epochs)}
+
+
+def headline(ours: dict, intervals: dict, views: int) -> tuple[dict, dict]:
+    """(metrics.json's figures of ours, info.json's intervals of them), keyed as HEADLINE."""
+    rows_of = {"plain": "one_view" if views > 1 else "no_proofreader",
+               "views": "no_proofreader" if views > 1 else None}
+    named = {key: (rows_of.get(row, row), score) for key, (row, score) in HEADLINE.items()}
+    return ({key: ours[row][score] for key, (row, score) in named.items() if row in ours},
+            {key: intervals[row][score] for key, (row, score) in named.items()
+             if row in intervals and score in intervals[row]})
+
+
+def summary(n_boards: int, ours: dict, views: int, permutation_correct: bool) -> str:
+    """The stage's one line: each variant's board accuracy."""
+    plain, proofread = ours.get("one_view", ours["no_proofreader"]), ours.get("proofreader", {})
+    in_views = ours["no_proofreader"] if views > 1 else {}
+    reread, checked = ours.get("reread", {}), ours.get("checked", {})
+    return (f"evaluate: {n_boards} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
+            f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
+            + (f"{100 * in_views['board_accuracy']:.1f} % in {views} views, " if in_views else "")
+            + (f"{100 * reread['board_accuracy']:.1f} % re-read, " if reread else "")
+            + (f"{100 * proofread['board_accuracy']:.1f} % with proofreader, " if proofread else "")
+            + (f"{100 * checked['board_accuracy']:.1f} % checked by SATNet; " if checked else "")
+            + f"permutation {'correct' if permutation_correct else 'WRONG'}")
+
+
+def main(argv=None):
+    args = stage_arguments(
+        __doc__, ["prepared", "ground", "permutation", "solver", "solver-reread", "solver-proofread",
+                  "baseline-grounded", "baseline-ungrounded", "baseline-nonvisual",  # their metrics folders
+                  "table-out", "csv-out", "metrics-out"], argv,
+        extra=lambda p: p.add_argument("--skip-baselines", action="store_true",
+                                       help="table without the baselines' rows"))
+
+    params = load_params(args.params)
+    device, _ = prepare_satnet_stage(params, trains_satnet=False)
+    # every input is read and checked before anything is written
+    test = load_boards(args.prepared, "test")
+    solution = load_boards(args.prepared, "test", view="grounded").labels
+    truth = load_truth(args.prepared, "test", test)
+    solvers = load_solvers(args, params, test)
+    saved_perm = load_permutation(args.permutation, test.n_digits)
+    baselines = load_baselines(args)
+    report = StageReport(args.metrics_out)
+
+    ours, intervals = score_ours(our_variants(solvers, params), test, solution,
+                                 truth["image_labels"].numpy(), params, device)
+    grounding = grounding_scores(solvers["ground"], test, solution, truth, saved_perm,
+                                 params.evaluate.batch_size, device)
+
+    frame = results_table(table_rows(ours, intervals, baselines, params), row_labels(params))
     with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
         table_tmp.write_text(markdown_table(frame) + "\n")
         frame.to_csv(csv_tmp, index=False)
     save_scores(ours, args.metrics_out)
-    plain, proofread = ours.get("one_view", ours["no_proofreader"]), ours.get("proofreader", {})
-    in_views = ours["no_proofreader"] if views > 1 else {}
-    reread_scores, checked = ours.get("reread", {}), ours.get("checked", {})
-    rows_of = {"plain": "one_view" if views > 1 else "no_proofreader",
-               "views": "no_proofreader" if views > 1 else None}
-    named = {key: (rows_of.get(row, row), score) for key, (row, score) in HEADLINE.items()}
-    report.finish({**{key: ours[row][score] for key, (row, score) in named.items() if row in ours},
-                   "perm_right": grounding["permutation_correct"]},
-                  info={"grounding": grounding,
-                        "intervals": {key: intervals[row][score] for key, (row, score) in named.items()
-                                      if row in intervals and score in intervals[row]}})
-    print(f"evaluate: {len(test)} test boards; ours {100 * plain['board_accuracy']:.1f} % boards "
-          f"({100 * plain['blank_board_accuracy']:.1f} % with every blank cell right), "
-          + (f"{100 * in_views['board_accuracy']:.1f} % in {views} views, " if in_views else "")
-          + (f"{100 * reread_scores['board_accuracy']:.1f} % re-read, " if reread else "")
-          + (f"{100 * proofread['board_accuracy']:.1f} % with proofreader, " if proofread else "")
-          + (f"{100 * checked['board_accuracy']:.1f} % checked by SATNet; " if folds else "")
-          + f"permutation "
-          f"{'correct' if grounding['permutation_correct'] else 'WRONG'}")
-
+    figures, figure_intervals = headline(ours, intervals, params.evaluate.views)
+    report.finish({**figures, "perm_right": grounding["permutation_correct"]},
+                  info={"grounding": grounding, "intervals": figure_intervals})
+    print(summary(len(test), ours, params.evaluate.views, grounding["permutation_correct"]))
 
 if __name__ == "__main__":
     run_stage(main)

@@ -26,19 +26,37 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.solver.grounding import (align_to_inputs, hard_permutation, is_permutation, peer_cooccurrence,
-                                        peer_label_cooccurrence, peer_label_permutation, permutation_record)
-from satground.harness.io import PipelineError, save_all, save_figure, seed_everything
+from satground.solver.grounding import (choose_permutation, hard_permutation, is_permutation,
+                                        peer_cooccurrence, peer_label_cooccurrence)
+from satground.harness.io import PipelineError, save_all, save_figure
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
-from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint
+from satground.solver.models import VisualSolver, checkpoint, solver_from_params
 from satground.harness.params import load_params
+from satground.harness.resume import ResumeOptions
 from satground.boards.plots import plot_permutation
-from satground.satnet import check_setup
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
                                        predicted_digits, readings_once, split_boards)
+
+
+def peer_evidence(cfg, model: VisualSolver, boards, val, device) -> tuple:
+    """(SATNet's val outputs against their peer givens, the training givens' clusters against
+    their peers' output labels), each read only where a setting asks for it: without
+    align_inputs and with permutation: loss (the rule-free configuration) both are None and
+    nothing here reads the Sudoku rules."""
+    output_cooccurrence = label_cooccurrence = None
+    if cfg.align_inputs:  # P_hat speaks SATNet's output encoding: how it relabels the classifier's
+        probs = predict(model, val, cfg.batch_size, device, desc="align")
+        val_clusters = predicted_digits(probs, val.n_digits) - 1
+        output_cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
+    if cfg.permutation == "peers":  # the rule every board obeys: given clusters against output labels
+        given_clusters = classify(model.classifier, boards.images)[boards.cell_image.clamp_min(0)]
+        label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
+                                                     boards.board_size)
+    return output_cooccurrence, label_cooccurrence
 
 
 def main(argv=None):
@@ -46,25 +64,18 @@ def main(argv=None):
                                      "plot-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.ground, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.ground, params.satnet
+    device, generator = prepare_satnet_stage(params)
     boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it
     K = boards.n_digits
     try:
         train, val = split_boards(boards, cfg.val_fraction, generator)
     except ValueError as exc:
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
-    classifier = load_classifier(args.classifier)
-    if classifier.n_classes != K:
-        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
-                            f"boards have {K} digits")
+    classifier = load_classifier(args.classifier, K)
     freeze(classifier)
-    solver = SymbolicSolver(boards.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True, output_softmax=cfg.output_softmax,
-                            backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(boards.board_size, sat, zero_input_outputs=True,
+                                output_softmax=cfg.output_softmax)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 
@@ -86,64 +97,29 @@ def main(argv=None):
     stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
                              warmup=warmup)
     with readings_once(model, train, val) as (train_read, val_read):  # the classifier is frozen
+        resume = ResumeOptions(args.resume_dir, carry=(loss_fn,),
+                               identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
+                                         cfg.approxmax, cfg.temperature, cfg.assignment))
         fit(model, train_read, val_read, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device,
-            generator, report, desc="ground", resume_dir=args.resume_dir, evaluate=evaluate,
-            stopping=stopping, identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
-                                         cfg.approxmax, cfg.temperature, cfg.assignment),
-            carry=(loss_fn,))
+            generator, report, desc="ground", resume=resume, evaluate=evaluate, stopping=stopping)
     best = stopping.restore()
-    P = best["P"]
-    argmax = hard_permutation(P, "argmax")
-    hungarian = hard_permutation(P, "hungarian")
-    argmax_ok = is_permutation(argmax)
-    # Folding needs a one-to-one map: when arg max sends two clusters to one digit, fall back
-    # to the Hungarian matching of the same matrix (and say so).
-    output_perm = argmax if cfg.assignment == "argmax" and argmax_ok else hungarian
-    used = "argmax" if cfg.assignment == "argmax" and argmax_ok else "hungarian"
-    # The peer structure is read only where a setting asks for it: without align_inputs and with
-    # permutation: loss (the rule-free configuration) nothing here reads the Sudoku rules.
-    from_loss, rho, cooccurrence = output_perm, None, None
-    if cfg.align_inputs:  # P_hat speaks SATNet's output encoding: how it relabels the classifier's
-        val_clusters = predicted_digits(predict(model, val, cfg.batch_size, device, desc="align"), K) - 1
-        cooccurrence = peer_cooccurrence(val_clusters, val.is_input, val.board_size)
-        from_loss, rho = align_to_inputs(output_perm, cooccurrence)
-    from_peers, label_cooccurrence = None, None
-    if cfg.permutation == "peers":  # the rule every board obeys: given clusters against output labels
-        given_clusters = classify(classifier, boards.images)[boards.cell_image.clamp_min(0)]
-        label_cooccurrence = peer_label_cooccurrence(given_clusters, boards.labels, boards.is_input,
-                                                     boards.board_size)
-        from_peers = peer_label_permutation(label_cooccurrence)
-    chosen = from_peers if cfg.permutation == "peers" else from_loss
-
-    def listed(x):
-        return None if x is None else x.tolist()
-
-    permutation = permutation_record(chosen, output_perm, P, source=cfg.permutation,
-                                     from_loss=from_loss.tolist(), from_peers=listed(from_peers),
-                                     peer_label_cooccurrence=listed(label_cooccurrence),
-                                     assignment=used, argmax=argmax.tolist(),
-                                     hungarian=hungarian.tolist(), argmax_is_permutation=argmax_ok,
-                                     output_to_input=listed(rho), aligned_to_inputs=cfg.align_inputs,
-                                     peer_cooccurrence=listed(cooccurrence), best_epoch=best["epoch"])
-    save_figure(plot_permutation(P, output_perm), args.plot_out)
+    choice = choose_permutation(best["P"], cfg.assignment, cfg.permutation,
+                                *peer_evidence(cfg, model, boards, val, device))
+    save_figure(plot_permutation(best["P"], choice.output), args.plot_out)
     info = {
         **{k: v for k, v in best["row"].items() if k.startswith("val_")},
         "loss": best["row"]["loss"],
         "best_epoch": best["epoch"],
         "epochs_run": stopping.last_epoch,
-        "argmax_is_permutation": argmax_ok,
-        "argmax_equals_hungarian": bool(torch.equal(argmax, hungarian)),
-        "outputs_numbered_like_inputs": None if rho is None else bool(torch.equal(rho, torch.arange(K))),
-        "loss_agrees_with_peers": None if from_peers is None else bool(torch.equal(from_loss, from_peers)),
+        **choice.agreements(),
     }
-    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: permutation})
+    save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: choice.record(best["epoch"])})
     report.finish({"ground_cells": info["val_blank_cells"]}, info)
     print(f"ground: best epoch {best['epoch']}, val blank cells "
-          f"{info['val_blank_cells']:.3f}, cluster->digit {chosen.tolist()} from "
-          f"{cfg.permutation} (loss: {from_loss.tolist()} by {used}"
+          f"{info['val_blank_cells']:.3f}, cluster->digit {choice.chosen.tolist()} from "
+          f"{cfg.permutation} (loss: {choice.from_loss.tolist()} by {choice.assignment}"
           f"{', aligned to inputs' if cfg.align_inputs else ''}"
-          f"{f'; peers: {from_peers.tolist()}' if from_peers is not None else ''})")
-
+          f"{f'; peers: {choice.from_peers.tolist()}' if choice.from_peers is not None else ''})")
 
 if __name__ == "__main__":
     run_stage(main)

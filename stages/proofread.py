@@ -8,11 +8,12 @@ from __future__ import annotations
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all, seed_everything
+from satground.harness.io import save_all
 from satground.solver.models import add_trainable_proofreader, checkpoint, load_solver
 from satground.harness.params import load_params
-from satground.satnet import check_setup
-from satground.harness.stage import run_stage, stage_arguments, stage_device
+from satground.harness.resume import ResumeOptions
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import bce_loss, fit, readings_once
 
@@ -21,10 +22,8 @@ def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "model", "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, device = params.proofread, stage_device()
-    check_setup(device, params.satnet.precision)
-
-    generator = seed_everything(params.seed)
+    cfg = params.proofread
+    device, generator = prepare_satnet_stage(params, trains_satnet=False)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual",
@@ -41,7 +40,8 @@ def main(argv=None):
 
     with readings_once(model, train, dev) as (train_read, dev_read):  # the classifier is frozen
         last = fit(model, train_read, dev_read, optimizer, bce_loss(on_inputs=False), cfg.epochs,
-                   cfg.batch_size, device, generator, report, desc="proofread", resume_dir=args.resume_dir)
+                   cfg.batch_size, device, generator, report, desc="proofread",
+                   resume=ResumeOptions(args.resume_dir))
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"proofread_loss": last["loss"]}, info=last)
     print(f"proofread: {cfg.epochs} epochs, loss {last['loss']:.4f}, dev blank cells "

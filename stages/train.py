@@ -17,11 +17,13 @@ import torch
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
 from satground.solver.grounding import fold_into_classifier, fold_into_satnet, load_permutation
-from satground.harness.io import PipelineError, save_all, seed_everything
-from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
+from satground.harness.io import PipelineError, save_all
+from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
 from satground.harness.params import load_params
-from satground.satnet import check_setup, kernel_description
-from satground.harness.stage import check_satnet_memory, run_stage, stage_arguments, stage_device
+from satground.harness.resume import ResumeOptions
+from satground.satnet import kernel_description
+from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import bce_loss, fit, freeze, readings_once, tune_classifier
 
@@ -31,24 +33,17 @@ def main(argv=None):
                                      "model-out", "metrics-out", "resume-dir"], argv)
 
     params = load_params(args.params)
-    cfg, sat, device = params.train, params.satnet, stage_device()
-    check_satnet_memory(params)
-    check_setup(device, sat.precision)  # the kernel's compiler and settings, before any work
-
-    generator = seed_everything(params.seed)
+    cfg, sat = params.train, params.satnet
+    device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     K = train.n_digits
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
 
-    classifier = load_classifier(args.classifier)
-    if classifier.n_classes != K:
-        raise PipelineError(f"{args.classifier}: classifier has {classifier.n_classes} classes, "
-                            f"boards have {K} digits")
+    classifier = load_classifier(args.classifier, K)
     fold_into_classifier(classifier, perm)
-    solver = SymbolicSolver(train.board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                            zero_input_outputs=True, backward_sweeps=sat.backward_sweeps)
+    solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
     # it working: train a fresh one instead.
@@ -69,19 +64,19 @@ def main(argv=None):
         {"params": classifier.parameters(), "lr": cfg.classifier_lr},
     ])
 
-    report = StageReport(args.metrics_out)
+    report, resume = StageReport(args.metrics_out), ResumeOptions(args.resume_dir)
     frozen = cfg.classifier_lr == 0  # then each image is read once, not once per batch
     if frozen:
         freeze(classifier)
     with readings_once(model, train, dev) if frozen else nullcontext((train, dev)) as (train_in, dev_in):
         last = fit(model, train_in, dev_in, optimizer, bce_loss(on_inputs=False), cfg.epochs,
-                   cfg.batch_size, device, generator, report, desc="train", resume_dir=args.resume_dir,
+                   cfg.batch_size, device, generator, report, desc="train", resume=resume,
                    decay_epochs=cfg.decay_epochs)
     info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
     if cfg.tune_epochs:
         info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
                                               cfg.batch_size, device, generator, report,
-                                              resume_dir=args.resume_dir)
+                                              resume=resume)
     save_all({args.model_out: checkpoint(model.cpu())})
     report.finish({"train_loss": info["loss"]}, info=info)
     print(f"train: {cfg.epochs} + {cfg.tune_epochs} tune epochs, dev blank cells "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,16 @@ def _set_random_states(states: dict) -> None:
     np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+@dataclass(frozen=True)
+class ResumeOptions:
+    """How a training loop resumes: its resume `folder` (None: never), the settings beyond the
+    loop's own that its fingerprint covers (`identity`), and objects with a state_dict saved and
+    restored with the model (`carry`: a loss with a running estimate)."""
+    folder: Path | None = None
+    identity: tuple = ()
+    carry: tuple = ()
 
 
 class Resumable:

@@ -230,11 +230,3 @@ def check_memory(where: str, keys: str, nbytes: float) -> None:
         raise PipelineError(f"{where}: {keys} need about {nbytes / 2**30:,.0f} GiB, more "
                             f"than this machine's {total / 2**30:,.0f} GiB")
 
-
-
-
-def check_satnet_memory(params) -> None:
-    """S and its Adam state (4 N x m) and the Gram matrix (N x N) must fit in memory, N = n + 1 +
-    aux with n = 729, the 9x9 board's cells x digits (the largest board)."""
-    N = 729 + 1 + params.satnet.aux
-    check_memory(params.source, "'satnet.m' and 'satnet.aux'", 4 * (4 * N * params.satnet.m + 2 * N * N))

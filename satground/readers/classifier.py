@@ -32,9 +32,9 @@ def save_classifier(model: nn.Module, path) -> None:
     save_torch(record, path)
 
 
-def load_classifier(path) -> nn.Module:
+def load_classifier(path, n_digits: int | None = None) -> nn.Module:
     """Rebuild a classifier saved by save_classifier; one-line PipelineError when the file is
-    not one."""
+    not one, or, given the boards' `n_digits`, when its classes are not their digits."""
     ckpt = load_torch(path, "classifier model")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
         raise PipelineError(f"{path}: not a classifier model file (expected keys state_dict, n_classes)")
@@ -49,4 +49,6 @@ def load_classifier(path) -> nn.Module:
     except (RuntimeError, TypeError, ValueError) as exc:
         raise PipelineError(f"{path}: classifier weights do not fit ({str(exc).splitlines()[0]})") from None
     check_finite_weights(model, path, "classifier model")
+    if n_digits is not None and model.n_classes != n_digits:
+        raise PipelineError(f"{path}: classifier has {model.n_classes} classes, boards have {n_digits} digits")
     return model

@@ -21,6 +21,7 @@ input-cell label.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,71 @@ def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_r
     input_perm = torch.empty_like(output_perm)
     input_perm[rho] = output_perm
     return input_perm, rho
+
+
+@dataclass
+class PermutationChoice:
+    """The cluster -> digit permutation the ground stage folds into the classifier (`chosen`), and
+    the readings of P_hat it was chosen among."""
+    P: torch.Tensor
+    source: str                      # PERMUTATION_SOURCES: where `chosen` comes from
+    chosen: torch.Tensor
+    output: torch.Tensor             # SATNet's output encoding -> digit, one-to-one
+    assignment: str                  # how `output` was read off P_hat
+    argmax: torch.Tensor
+    hungarian: torch.Tensor
+    from_loss: torch.Tensor          # `output` in the classifier's encoding (with the alignment)
+    rho: torch.Tensor | None         # output value -> the given cluster it avoids (the alignment)
+    output_cooccurrence: torch.Tensor | None
+    from_peers: torch.Tensor | None
+    label_cooccurrence: torch.Tensor | None
+
+    def record(self, best_epoch: int) -> dict:
+        """The permutation file's content (permutation_record)."""
+        def listed(x):
+            return None if x is None else x.tolist()
+
+        return permutation_record(
+            self.chosen, self.output, self.P, source=self.source, from_loss=self.from_loss.tolist(),
+            from_peers=listed(self.from_peers), peer_label_cooccurrence=listed(self.label_cooccurrence),
+            assignment=self.assignment, argmax=self.argmax.tolist(), hungarian=self.hungarian.tolist(),
+            argmax_is_permutation=is_permutation(self.argmax), output_to_input=listed(self.rho),
+            aligned_to_inputs=self.output_cooccurrence is not None,
+            peer_cooccurrence=listed(self.output_cooccurrence), best_epoch=best_epoch)
+
+    def agreements(self) -> dict:
+        """Whether the readings agree (None where one was not made)."""
+        def same(a, b):
+            return None if a is None else bool(torch.equal(a, b))
+
+        return {"argmax_is_permutation": is_permutation(self.argmax),
+                "argmax_equals_hungarian": same(self.argmax, self.hungarian),
+                "outputs_numbered_like_inputs": same(self.rho, torch.arange(len(self.chosen))),
+                "loss_agrees_with_peers": same(self.from_peers, self.from_loss)}
+
+
+def choose_permutation(P: torch.Tensor, assignment: str, source: str,
+                       output_cooccurrence: torch.Tensor | None = None,
+                       label_cooccurrence: torch.Tensor | None = None) -> PermutationChoice:
+    """The permutation from P_hat read by `assignment`, falling back to the Hungarian matching
+    where arg max sends two clusters to one digit (folding needs a one-to-one map). Given SATNet's
+    `output_cooccurrence` with its peer givens (peer_cooccurrence), it is moved to the
+    classifier's encoding (align_to_inputs). With source peers the permutation is instead the one
+    of least `label_cooccurrence` (peer_label_permutation)."""
+    argmax, hungarian = hard_permutation(P, "argmax"), hard_permutation(P, "hungarian")
+    used = "argmax" if assignment == "argmax" and is_permutation(argmax) else "hungarian"
+    output = argmax if used == "argmax" else hungarian
+    from_loss, rho = output, None
+    if output_cooccurrence is not None:
+        from_loss, rho = align_to_inputs(output, output_cooccurrence)
+    from_peers = None
+    if source == "peers":
+        if label_cooccurrence is None:
+            raise ValueError("the peers permutation needs the givens' label co-occurrence")
+        from_peers = peer_label_permutation(label_cooccurrence)
+    return PermutationChoice(P, source, from_peers if source == "peers" else from_loss, output, used,
+                             argmax, hungarian, from_loss, rho, output_cooccurrence, from_peers,
+                             label_cooccurrence)
 
 
 def last_linear(classifier: nn.Module) -> nn.Linear:

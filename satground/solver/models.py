@@ -148,6 +148,13 @@ def checkpoint(model: nn.Module) -> dict:
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
 
+def solver_from_params(board_size: int, sat, **options) -> SymbolicSolver:
+    """A fresh SymbolicSolver sized and run as the `satnet` params section says (m, aux, max_iter,
+    eps, backward_sweeps); `options`: zero_input_outputs, output_softmax."""
+    return SymbolicSolver(board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
+                          backward_sweeps=sat.backward_sweeps, **options)
+
+
 def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None,
                 solve_sweeps: int | None = None, backward_sweeps: int | None = None) -> nn.Module:
     """Rebuild a VisualSolver or SymbolicSolver saved with `checkpoint`; checked against the

@@ -25,7 +25,7 @@ from ..harness.io import PipelineError
 from ..readers.lenet import outputs
 from ..boards.metrics import output_metrics, solution_metrics
 from .models import VisualSolver
-from ..harness.resume import Resumable
+from ..harness.resume import Resumable, ResumeOptions
 from ..satnet.layer import SATNet, NonFiniteError
 
 
@@ -231,28 +231,25 @@ class EarlyStopping:
 def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Optimizer,
         loss_fn: Callable, epochs: int, batch_size: int, device: torch.device,
         generator: torch.Generator, report=None, desc: str = "epoch", prefix: str = "",
-        resume_dir=None, evaluate: Callable[[], dict] | None = None,
-        stopping: EarlyStopping | None = None, identity: tuple = (), carry: tuple = (),
-        decay_epochs: int = 0) -> dict[str, float]:
+        resume: ResumeOptions = ResumeOptions(), evaluate: Callable[[], dict] | None = None,
+        stopping: EarlyStopping | None = None, decay_epochs: int = 0) -> dict[str, float]:
     """The training loop of every SATNet stage: up to `epochs` passes over `train`, each scored
     by `evaluate()` (default: the dev boards' blank cells, so no input-cell label is read),
     ending early where `stopping` says. Logs each epoch's row as {prefix}<name> curves to `report`
-    (a tracking.StageReport); returns the last row. With `resume_dir`, a run killed mid-way
-    continues after its last finished epoch (satground.harness.resume; `desc` names the file, `identity`
-    adds settings the fingerprint must cover, `carry` objects with a state_dict, such as a loss
-    with a running estimate, are saved and restored with the model). Over the last `decay_epochs`
-    epochs every learning rate falls linearly to 0, batch by batch (`linear_decay`). Each row
-    also holds `sweeps`: the mean forward sweeps a board took in the epoch's training (of
+    (a tracking.StageReport); returns the last row. With a `resume` folder, a run killed mid-way
+    continues after its last finished epoch (satground.harness.resume; `desc` names the file).
+    Over the last `decay_epochs` epochs every learning rate falls linearly to 0, batch by batch
+    (`linear_decay`). Each row also holds `sweeps`: the mean forward sweeps a board took in the epoch's training (of
     satnet.max_iter; the backward runs as many)."""
     if evaluate is None:
         def evaluate():
             return {f"dev_{k}": v for k, v in evaluate_outputs(model, dev, batch_size, device, "dev").items()}
-    scheduler = None
+    scheduler, carry = None, resume.carry
     if decay_epochs:
         scheduler = linear_decay(optimizer, epochs, decay_epochs, math.ceil(len(train) / batch_size))
         carry = (*carry, scheduler)
-    resumable = Resumable(resume_dir, desc, model, optimizer, generator, train, epochs, batch_size,
-                          decay_epochs, *identity,
+    resumable = Resumable(resume.folder, desc, model, optimizer, generator, train, epochs, batch_size,
+                          decay_epochs, *resume.identity,
                           None if stopping is None else (stopping.metric, stopping.patience))
     done, state = resumable.restore()
     history = state["history"] if state else []
@@ -333,7 +330,7 @@ def freeze(module: nn.Module) -> None:
 
 def tune_classifier(model: VisualSolver, train: Boards, dev: Boards, epochs: int, lr: float,
                     batch_size: int, device: torch.device, generator: torch.Generator, report=None,
-                    resume_dir=None) -> dict[str, float]:
+                    resume: ResumeOptions = ResumeOptions()) -> dict[str, float]:
     """The classifier alone learns end to end through the frozen SATNet (ours, `train.tune_epochs`):
     the loss of training (BCE on the blank cells, no given's label), Adam at a constant `lr`.
     LeNet learns whole, every image read each batch; a CNN ensemble (distill.classifier:
@@ -347,4 +344,4 @@ def tune_classifier(model: VisualSolver, train: Boards, dev: Boards, epochs: int
         model.classifier.requires_grad_(True)
         optimizer = torch.optim.Adam(model.classifier.parameters(), lr=lr)
         return fit(model, train, dev, optimizer, bce_loss(on_inputs=False), epochs, batch_size,
-                   device, generator, report, desc="tune", prefix="tune_", resume_dir=resume_dir)
+                   device, generator, report, desc="tune", prefix="tune_", resume=resume)
