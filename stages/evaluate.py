@@ -266,5 +266,6 @@ def main(argv=None):
                   info={"grounding": grounding, "intervals": figure_intervals})
     print(summary(len(test), ours, params.evaluate.views, grounding["permutation_correct"]))
 
+
 if __name__ == "__main__":
     run_stage(main)
