@@ -3,9 +3,10 @@ stage script down to the SATNet layer (issue 69: seven layers before the layout 
 
     python tests/test_layout.py     # prints the longest chain from each stage to the layer
 """
-import ast
 import functools
 from pathlib import Path
+
+from test_code_deps import project_imports
 
 REPO = Path(__file__).resolve().parents[1]
 LAYER = "satground.satnet.layer"
@@ -21,34 +22,17 @@ def library_modules() -> dict[str, Path]:
     return {module_name(p): p for p in (REPO / "satground").rglob("*.py")}
 
 
-def imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
-    """The library modules a file imports (a package's __init__ counts as the package)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names]  # trimmed to a module below
-        else:
-            continue
-        for target in targets:
-            while target and target not in modules:  # `from a.b import f`: the module a.b
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
+def imports(path: Path, name: str) -> set[str]:
+    """The library modules a file imports (test_code_deps reads them), less its own packages'
+    __init__ (`from . import cpu` inside satground.satnet runs it already: not a layer above)."""
+    found = {module_name(p) for p in project_imports(path)}
+    return {m for m in found if m != name and not name.startswith(m + ".")}
 
 
 def graph() -> dict[str, set[str]]:
-    modules = library_modules()
-    edges = {name: imports(path, name, modules) for name, path in modules.items()}
+    edges = {name: imports(path, name) for name, path in library_modules().items()}
     for script in (REPO / "stages").glob("*.py"):
-        edges[f"stages/{script.name}"] = imports(script, script.stem, modules)
+        edges[f"stages/{script.name}"] = imports(script, script.stem)
     return edges
 
 
