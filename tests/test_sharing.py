@@ -16,8 +16,7 @@ import yaml
 from stage_commands import smoke_checkout
 
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
-          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate",
-          "curves"}
+          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate"}
 EXP = "proofread-2"
 
 
