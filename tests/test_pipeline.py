@@ -66,7 +66,7 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
     original = params_file.read_text()
     try:
         for section, key, value, expected in [("proofread", "epochs", 5, {"proofread"}),
-                                              ("ground", "approxmax", "max", {"ground"}),
+                                              ("ground", "temperature", 0.2, {"ground"}),
                                               ("distill", "lr", 5e-4, {"distill"})]:
             params = yaml.safe_load(original)
             params[section][key] = value
