@@ -181,7 +181,7 @@ def main(argv=None):
     parser.add_argument("--time-log", type=Path, help="stderr of `/usr/bin/time -v dvc repro`")
     parser.add_argument("--root", type=Path, default=ROOT, help="project folder that ran it")
     parser.add_argument("--plot", action="append", default=[], metavar="NAME",
-                        help="a stage figure to keep in plots/ (boards.png, curves.png, ...): only those the "
+                        help="a stage figure to keep in plots/ (boards.png, permutation.png, ...): only those the "
                              "README or docs quote; repeat for more")
     args = parser.parse_args(argv)
     root = args.root

@@ -12,8 +12,7 @@ from stage_commands import declared, script, smoke_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
-          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate",
-          "curves"}
+          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate"}
 
 
 def sh(args, cwd, check=True):
@@ -49,14 +48,13 @@ def test_smoke_profile_runs_end_to_end(smoke_repo):
     assert "Ours" in results and "Original SATNet" in results
     # one metrics file per stage, the headline names unique across stages
     names = []
-    for stage in STAGES - {"curves"}:
+    for stage in STAGES:
         names += json.loads((smoke_repo / "metrics" / stage / "metrics.json").read_text())
     assert len(names) == len(set(names)) and {"boards", "blank_boards", "cluster_acc", "perm_right",
                                               "ground_cells", "nonvisual_boards"} <= set(names)
     (shown,) = json.loads(sh(["dvc", "metrics", "show", "--json"], smoke_repo).stdout).values()
-    assert set(shown["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES - {"curves"}}
-    for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png",
-                 "curves.png"):
+    assert set(shown["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES}
+    for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png"):
         assert (smoke_repo / "plots" / plot).stat().st_size > 1000
 
 
@@ -68,7 +66,7 @@ def test_a_change_makes_only_the_stages_that_use_it_stale(smoke_repo):
     original = params_file.read_text()
     try:
         for section, key, value, expected in [("proofread", "epochs", 5, {"proofread"}),
-                                              ("ground", "approxmax", "max", {"ground"}),
+                                              ("ground", "temperature", 0.2, {"ground"}),
                                               ("distill", "lr", 5e-4, {"distill"})]:
             params = yaml.safe_load(original)
             params[section][key] = value
@@ -122,7 +120,7 @@ def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_rep
     import hashlib
 
     lock = yaml.safe_load((smoke_repo / "dvc.lock").read_text())
-    (out,) = lock["stages"]["curves"]["outs"]
+    (out,) = [o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "plots/boards.png"]
     path, md5 = smoke_repo / out["path"], out["md5"]
 
     def tamper(store: Path):
@@ -146,7 +144,7 @@ def test_a_changed_cache_object_is_caught_by_dvc_and_repro_restores_it(smoke_rep
     tamper(smoke_repo / ".dvc" / "cache")
     path.unlink()
     sh(["dvc", "checkout", out["path"]], smoke_repo, check=False)  # DVC's checkout trusts its cache
-    assert stale_stages(smoke_repo) == {"curves"}
+    assert stale_stages(smoke_repo) == {"prepare"}
     sh(["dvc", "repro"], smoke_repo)
     assert stale_stages(smoke_repo) == set()
     assert hashlib.md5(path.read_bytes()).hexdigest() == md5

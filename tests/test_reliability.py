@@ -572,7 +572,7 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
 
 @pytest.mark.parametrize("content,problem", [(None, "pipeline file not found"),
                                              ("plots: [unclosed", "not valid YAML")])
-def test_the_curves_stage_names_a_missing_or_broken_dvc_yaml(tmp_path, content, problem):
+def test_epoch_plots_names_a_missing_or_broken_dvc_yaml(tmp_path, content, problem):
     from satground.harness.tracking import epoch_plots
 
     path = tmp_path / "dvc.yaml"

@@ -16,8 +16,7 @@ import yaml
 from stage_commands import smoke_checkout
 
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
-          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate",
-          "curves"}
+          "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate"}
 EXP = "proofread-2"
 
 
@@ -114,3 +113,24 @@ def test_a_colleague_restores_runs_and_experiments_without_rerunning(tmp_path):
         (a / "metrics" / "proofread" / "metrics.json").read_text()
     assert not json.loads(sh(["dvc", "status", "--json"], b).stdout or "{}")
     assert not list((b / "metrics").glob("*/timing.json")), "a stage ran on B"
+
+
+def test_git_holds_the_committed_runs_metrics_objects():
+    """A fresh clone's `dvc metrics show` and `dvc metrics diff` read the committed run's
+    metrics/<stage>/metrics.json from the DVC cache through dvc.lock: git carries exactly those
+    cache objects (.dvc/cache/files/md5/, force-added; docs/pipeline.md), so a new dvc.lock needs
+    its objects added too."""
+    repo = Path(__file__).resolve().parent.parent
+    tracked = set(subprocess.run(["git", "ls-files", ".dvc/cache"], cwd=repo, capture_output=True,
+                                 text=True, check=True).stdout.split())
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+    wanted = {}
+    for stage in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]:
+        if stage in lock:
+            md5 = lock_md5((repo / "dvc.lock").read_text(), stage, f"metrics/{stage}/metrics.json")
+            wanted[f".dvc/cache/files/md5/{md5[:2]}/{md5[2:]}"] = md5
+    missing = sorted(set(wanted) - tracked)
+    assert not missing, f"after `dvc repro`: git add -f {' '.join(missing)}"
+    for path, md5 in wanted.items():
+        assert hashlib.md5((repo / path).read_bytes()).hexdigest() == md5, path
+    assert all(path.startswith(".dvc/cache/files/md5/") for path in tracked), tracked

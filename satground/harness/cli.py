@@ -1,7 +1,7 @@
 """Console commands (pyproject's [project.scripts]), run from the project folder:
 
     satground-profile NAME    params.yaml <- profile NAME (as `python scripts/profile.py NAME`)
-    satground-exps [ARGS]     `dvc exp show` cut to what tells runs apart, in 120 columns
+    satground-exps [ARGS]     `dvc exp show` cut to what tells runs apart, in 120 columns, paged or not
 
 DVC has no setting for which columns `dvc exp show` prints, and on this pipeline it prints
 every metric, every declared param and every code dep's hash, so that at a terminal's width
@@ -30,15 +30,26 @@ EXPS_DROP = (rf"^(?!(?:{'|'.join(HEADLINE)})$)"
 
 
 def exps_command(extra: list[str]) -> list[str]:
-    # DVC of this interpreter's environment, activated or not
-    return [sys.executable, "-m", "dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP, *extra]
+    # DVC of this interpreter's environment, activated or not. --no-pager: with its pager, DVC
+    # widens the table to its full width (up to 1024 columns, dvc/ui/table.py) whatever COLUMNS
+    # says; without, it fits the table into COLUMNS, and exps() pages the fitted table itself
+    return [sys.executable, "-m", "dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP,
+            "--no-pager", *extra]
 
 
 def exps(argv: list[str] | None = None) -> int:
-    """satground-exps: `dvc exp show` with the filter above, 120 columns unless COLUMNS says."""
+    """satground-exps: `dvc exp show` with the filter above, 120 columns unless COLUMNS says,
+    through DVC's pager (DVC_PAGER, PAGER or less) at a terminal, as `dvc exp show` pages."""
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ, COLUMNS=os.environ.get("COLUMNS", "120"))
-    return subprocess.run(exps_command(argv), env=env).returncode
+    if "--no-pager" in argv or not sys.stdout.isatty():
+        return subprocess.run(exps_command(argv), env=env).returncode
+    shown = subprocess.run(exps_command(argv), env=env, stdout=subprocess.PIPE, text=True)
+    if shown.stdout:
+        from dvc.ui.pager import pager  # here: DVC loads slowly, and a pipe needs no pager
+
+        pager(shown.stdout)
+    return shown.returncode
 
 
 def profile(argv: list[str] | None = None) -> int:
