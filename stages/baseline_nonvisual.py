@@ -15,7 +15,7 @@ from satground.harness.io import save_all
 from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
-from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
@@ -27,7 +27,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.baseline_nonvisual, params.satnet
-    device, generator = prepare_satnet_stage(params)
+    device, generator = prepare_satnet_training(params)
     # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
     train = load_boards(args.prepared, "train", view="grounded")
     dev = load_boards(args.prepared, "dev", view="grounded", like=train)

@@ -15,7 +15,7 @@ from satground.readers.lenet import LeNet
 from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
-from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport, save_scores
 from satground.solver.training import bce_loss, fit, solution_scores
@@ -35,7 +35,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.baseline_visual, params.satnet
-    device, generator = prepare_satnet_stage(params)
+    device, generator = prepare_satnet_training(params)
     train = load_boards(args.prepared, "train", view=args.view)
     dev = load_boards(args.prepared, "dev", like=train)  # ungrounded: per-epoch scores on output cells
 

@@ -74,7 +74,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, seed = params.error_injection, params.seed
-    device, _ = prepare_satnet_stage(params, trains_satnet=False)
+    device, _ = prepare_satnet_stage(params)
     max_errors, batch_size = cfg.max_errors, cfg.batch_size
 
     if params.baseline_nonvisual.epochs == 0:  # no trained model to inject errors into

@@ -241,7 +241,7 @@ def main(argv=None):
                                        help="table without the baselines' rows"))
 
     params = load_params(args.params)
-    device, _ = prepare_satnet_stage(params, trains_satnet=False)
+    device, _ = prepare_satnet_stage(params)
     # every input is read and checked before anything is written
     test = load_boards(args.prepared, "test")
     solution = load_boards(args.prepared, "test", view="grounded").labels

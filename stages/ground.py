@@ -35,7 +35,7 @@ from satground.solver.models import VisualSolver, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
 from satground.boards.plots import plot_permutation
-from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
@@ -65,7 +65,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.ground, params.satnet
-    device, generator = prepare_satnet_stage(params)
+    device, generator = prepare_satnet_training(params)
     boards = load_boards(args.prepared, "train")  # ungrounded: no input-cell label in it
     K = boards.n_digits
     try:

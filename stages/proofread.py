@@ -23,7 +23,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg = params.proofread
-    device, generator = prepare_satnet_stage(params, trains_satnet=False)
+    device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual",

@@ -22,7 +22,7 @@ from satground.solver.models import VisualSolver, checkpoint, load_solver, solve
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
 from satground.satnet import kernel_description
-from satground.harness.satnet_stage import prepare_satnet_stage
+from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import bce_loss, fit, freeze, readings_once, tune_classifier
@@ -34,7 +34,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.train, params.satnet
-    device, generator = prepare_satnet_stage(params)
+    device, generator = prepare_satnet_training(params)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     K = train.n_digits

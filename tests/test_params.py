@@ -48,15 +48,6 @@ def test_stage_seeds_follow_the_top_level_seed_unless_set():
         parse_params({"seed": SEED_MAX, "cluster": {"restarts": 2}})
 
 
-def test_every_stage_reading_a_stage_seed_declares_the_top_level_seed():
-    """A null stage seed is the top-level one, so changing `seed` must rerun the stage."""
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for name, stage in stages.items():
-        declared = set(stage.get("params", []))
-        if any(f"{s}.seed" in declared for s in SEEDED_SECTIONS):
-            assert "seed" in declared, name
-
-
 @pytest.mark.parametrize("name", profile_names())
 def test_every_profile_composes_into_valid_params(name):
     params = parse_params(compose(name), name)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from satground.harness.params import known_keys
+from satground.harness.params import SEEDED_SECTIONS, known_keys
 
 REPO = Path(__file__).resolve().parent.parent
 KEYS = set(known_keys())
@@ -157,6 +157,8 @@ def stage_reads(script: Path) -> set[str]:
             scope = next(f for f in ast.walk(module.tree) if isinstance(f, ast.FunctionDef)
                          and any(n is node for n in ast.walk(f)))
             found |= reads(module, scope.body, {target.id: prefix}, set())
+    if any(f"{section}.seed" in found for section in SEEDED_SECTIONS):
+        found.add("seed")  # a stage seed left null is the top-level one
     return found
 
 

@@ -570,18 +570,6 @@ def test_an_error_after_dvclive_opened_is_one_line_and_exit_1(tmp_path):
     assert result.stderr.splitlines() == ["error: train 3: loss is not finite (nan) at batch 7 of 50"]
 
 
-@pytest.mark.parametrize("content,problem", [(None, "pipeline file not found"),
-                                             ("plots: [unclosed", "not valid YAML")])
-def test_epoch_plots_names_a_missing_or_broken_dvc_yaml(tmp_path, content, problem):
-    from satground.harness.tracking import epoch_plots
-
-    path = tmp_path / "dvc.yaml"
-    if content is not None:
-        path.write_text(content)
-    with pytest.raises(PipelineError, match=f"dvc.yaml: {problem}"):
-        epoch_plots(path)
-
-
 @pytest.mark.parametrize("text, problem", [
     ("a: &x [1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &y [*x, *x, *x, *x, *x, *x, *x, *x, *x]\nc: [*y, *y, *y]\n",
      "line 2: YAML aliases (*x) are refused"),

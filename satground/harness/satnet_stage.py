@@ -16,11 +16,16 @@ def check_satnet_memory(params) -> None:
     check_memory(params.source, "'satnet.m' and 'satnet.aux'", 4 * (4 * N * params.satnet.m + 2 * N * N))
 
 
-def prepare_satnet_stage(params, trains_satnet: bool = True) -> tuple[torch.device, torch.Generator]:
-    """(device, generator seeded with `seed`), after the checks that fail before any work: the
-    memory check for a stage that trains SATNet's S, then the kernel's compiler and settings."""
+def prepare_satnet_stage(params) -> tuple[torch.device, torch.Generator]:
+    """(device, generator seeded with `seed`), after the kernel's compiler and settings are
+    checked: what a stage that runs a trained SATNet does before any work."""
     device = stage_device()
-    if trains_satnet:
-        check_satnet_memory(params)
     check_setup(device, params.satnet.precision)
     return device, seed_everything(params.seed)
+
+
+def prepare_satnet_training(params) -> tuple[torch.device, torch.Generator]:
+    """prepare_satnet_stage, after checking that S and its optimiser state fit in memory: what a
+    stage that trains SATNet's S does before any work."""
+    check_satnet_memory(params)
+    return prepare_satnet_stage(params)

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 from .io import PipelineError, load_json, save_json
-from .params import read_yaml
 
 DIGITS = 4  # headline values are rounded: 0.8460, not 0.8459999..., in `dvc exp show`
 CURVES = Path("plots") / "metrics"
@@ -96,62 +95,3 @@ def load_scores(directory) -> dict:
             raise PipelineError(f"{path}: expected {list(VARIANTS)} with {list(SCORES)}, got "
                                 f"{variant!r} (rerun its stage)")
     return scores
-
-
-
-def epoch_plots(dvcyaml) -> dict:
-    """The per-epoch plots of dvc.yaml's top-level `plots:` section (those with x: step), by id."""
-    entries = read_yaml(dvcyaml, "pipeline file").get("plots", [])
-    plots = {}
-    for entry in entries:
-        if isinstance(entry, dict):
-            (name, spec), = entry.items()
-            if isinstance(spec, dict) and spec.get("x") == "step" and isinstance(spec.get("y"), dict):
-                plots[name] = spec
-    return plots
-
-
-def curve_label(path: str) -> str:
-    """'metrics/train/plots/metrics/test_blank_cells.tsv' -> 'train' (+ ' proofread' for a
-    baseline's proofreader curves, logged under proofread/)."""
-    parts = Path(path).parts
-    stage = parts[parts.index("plots") - 1] if "plots" in parts else Path(path).stem
-    nested = parts[parts.index("plots") + 2:-1] if "plots" in parts else ()
-    return " ".join([stage, *nested])
-
-
-def plot_curves(dvcyaml, root="."):
-    """dvc.yaml's per-epoch plots drawn with matplotlib, one panel each, from the same .tsv files
-    `dvc plots show` reads: a figure that needs no JavaScript (the HTML of `dvc plots show`
-    loads its chart library from the network). Curves whose file is absent are left out."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    plots = epoch_plots(dvcyaml)
-    if not plots:
-        raise PipelineError(f"{dvcyaml}: no per-epoch plot (x: step) in its plots: section")
-    columns = 2
-    rows = -(-len(plots) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(11, 3.6 * rows), squeeze=False)
-    for ax, (name, spec) in zip(axes.flat, plots.items()):
-        labels = [curve_label(path) for path in spec["y"]]
-        for label, (path, field) in zip(labels, spec["y"].items()):
-            file = Path(root) / path
-            if file.is_file():
-                curve = pd.read_csv(file, sep="\t")
-                if labels.count(label) > 1:  # one stage, several fields
-                    label = f"{label}: {field}"
-                ax.plot(curve["step"], curve[field], marker="o", ms=3, label=label)
-        ax.set(title=spec.get("title", name), xlabel=spec.get("x_label", "step"),
-               ylabel=spec.get("y_label", ""))
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(plots):]:
-        ax.axis("off")
-    fig.tight_layout()
-    return fig
