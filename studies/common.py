@@ -107,9 +107,12 @@ def markdown(header: list[str], rows: Iterable[list]) -> str:
 
 
 def dev_percentages(scores: dict) -> dict:
-    """A dev-board row's two headline columns, in %, from training.solution_scores."""
+    """A dev-board row's headline columns, in %, from training.solution_scores: exact boards
+    (reads the givens' labels: reported, never a criterion), and the label-free criteria that read
+    the blank cells alone, every blank right and blank cells right (issue 67)."""
     return {"dev_exact_pct": round(100 * scores["board_accuracy"], 1),
-            "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1)}
+            "dev_every_blank_pct": round(100 * scores["blank_board_accuracy"], 1),
+            "dev_blank_cells_pct": round(100 * scores["output_cell_accuracy"], 2)}
 
 
 def show_rows(rows: list[dict], title: str, out: str | None) -> None:

@@ -1,7 +1,7 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--views 1 5 7] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -9,8 +9,10 @@ final reader (re-read, or as trained where `reread.reader` is none), without the
 boards with every blank right, in %. --as-trained adds the model as end-to-end training left it
 (models/solver.pt, before any re-read; the image-reuse study's first column). --solve-sweeps
 scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
-reader is the one re-read at params.yaml's. The pair chosen for a profile is the best on these rows
-(docs/results.md says which split decided what).
+reader is the one re-read at params.yaml's. --views reads each image in that many views
+(`evaluate.views`; default: params.yaml's). A choice is made on the label-free columns, every blank
+right and blank cells right (docs/studies/label-free-choices.md); exact boards read the givens'
+labels and are reported only.
 """
 import argparse
 import itertools
@@ -20,12 +22,18 @@ from pathlib import Path
 from common import dev_percentages, show_rows
 from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
-from satground.solver.models import load_solver
+from satground.readers.views import ReaderViews
+from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
 from satground.satnet import check_setup
 from satground.harness.stage import stage_device
 from satground.solver.training import solution_scores
+
+
+def in_views(model, views: int):
+    """The model with its reader reading each image in `views` views, as evaluate does."""
+    return model if views == 1 else VisualSolver(ReaderViews(model.classifier, views), model.solver)
 
 
 def main(argv=None):
@@ -39,6 +47,8 @@ def main(argv=None):
     parser.add_argument("--as-trained", action="store_true", help="also score models/solver.pt, as trained")
     parser.add_argument("--solve-sweeps", nargs="+", type=lambda v: None if v == "none" else int(v),
                         help="satnet.solve_sweeps values to score (none = as trained)")
+    parser.add_argument("--views", type=int, nargs="+", choices=(1, 5, 7),
+                        help="evaluate.views values to score (default: params.yaml's)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -55,17 +65,17 @@ def main(argv=None):
     if args.as_trained and final != "solver.pt":  # else the final reader is the model as trained
         files[("no", "solver")] = models / "solver.pt"
     sweeps = args.solve_sweeps or [params.satnet.solve_sweeps]
-    readers = {(*key, n): load_solver(path, boards=dev, kind="visual", solve_sweeps=n)
-               for key, path in files.items() for n in sweeps}
+    readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
+               for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
     rows = []
-    for ((proofreader, name, n), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
+    for ((proofreader, name, n, views), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
         if folds == 0 and starts > 1:
             continue  # starts average the checked rows' final solve only
         seed_everything(params.seed)
         start = time.perf_counter()
         solver = Checked(model, folds, starts) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
-        rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none",
+        rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts, **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         print(rows[-1], flush=True)
