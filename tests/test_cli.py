@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from satground.harness.cli import EXPS_DROP, HEADLINE, exps_command, profile
+from satground.harness.cli import EXPS_DROP, EXPS_KEEP, HEADLINE, exps_command, profile
 from satground.harness.params import DEFAULT_PROFILE, compose, known_keys
 from satground.harness.records import read_record
 
@@ -33,6 +33,16 @@ def test_exps_keeps_every_param_and_the_headline_metrics_and_no_dep():
     assert set(HEADLINE) & set(record) == {"boards", "boards_checked", "blank_boards_checked"}
     assert all(dropped(name) for name in set(record) - set(HEADLINE))
     assert dropped("metrics/evaluate/metrics.json:boards")
+
+
+def test_exps_shows_the_headline_metrics_even_where_no_run_differs():
+    """--only-changed drops a column whose value every row shares (a fresh clone's workspace
+    and HEAD): --keep holds the headline metrics, and only them."""
+    command = exps_command([])
+    assert command[command.index("--keep") + 1] == EXPS_KEEP
+    kept = [name for name in ("boards", "boards_checked", "blank_boards_checked", "blank_boards", "seed",
+                              "Experiment", "boards_views") if re.match(EXPS_KEEP, name)]
+    assert kept == ["boards", "boards_checked", "blank_boards_checked", "Experiment"]
 
 
 def test_exps_passes_further_arguments_to_dvc():

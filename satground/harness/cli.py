@@ -25,6 +25,8 @@ HEADLINE = ("Experiment", "rev", "boards", "boards_checked", "blank_boards_check
 FILE_SUFFIXES = ("py", "c", "yaml", "html", "json", "csv", "md", "pt")
 # drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
 # such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash
+# the headline metrics show even where every row has the same value (--only-changed drops those)
+EXPS_KEEP = rf"^(?:{'|'.join((HEADLINE[0], *HEADLINE[2:5]))})$"
 EXPS_DROP = (rf"^(?!(?:{'|'.join(HEADLINE)})$)"
              rf"(?!(?![^/]*\.(?:{'|'.join(FILE_SUFFIXES)})$)[a-z0-9_]+(?:\.[a-z0-9_]+)+$).*")
 
@@ -34,7 +36,7 @@ def exps_command(extra: list[str]) -> list[str]:
     # widens the table to its full width (up to 1024 columns, dvc/ui/table.py) whatever COLUMNS
     # says; without, it fits the table into COLUMNS, and exps() pages the fitted table itself
     return [sys.executable, "-m", "dvc", "exp", "show", "--only-changed", "--drop", EXPS_DROP,
-            "--no-pager", *extra]
+            "--keep", EXPS_KEEP, "--no-pager", *extra]
 
 
 def exps(argv: list[str] | None = None) -> int:
