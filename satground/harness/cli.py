@@ -23,10 +23,10 @@ from pathlib import Path
 # section (the only ones whose column has no dot)
 HEADLINE = ("Experiment", "rev", "boards", "boards_checked", "blank_boards_checked", "seed", "rule_aware")
 FILE_SUFFIXES = ("py", "c", "yaml", "html", "json", "csv", "md", "pt")
-# drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
-# such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash
 # the headline metrics show even where every row has the same value (--only-changed drops those)
 EXPS_KEEP = rf"^(?:{'|'.join((HEADLINE[0], *HEADLINE[2:5]))})$"
+# drop a column unless it is a headline one or a sectioned param ("train.epochs"); a file dep
+# such as "dvc.yaml" has a dot too, hence the suffix test, and a path has a slash
 EXPS_DROP = (rf"^(?!(?:{'|'.join(HEADLINE)})$)"
              rf"(?!(?![^/]*\.(?:{'|'.join(FILE_SUFFIXES)})$)[a-z0-9_]+(?:\.[a-z0-9_]+)+$).*")
 
