@@ -118,39 +118,41 @@ def test_cpu_backend_matches_reference(dtype, tol, k):
         assert torch.allclose(a, b, atol=tol * max(1.0, a.abs().max().item()), rtol=0)
 
 
+@pytest.mark.parametrize("k", [16, 32])
 @pytest.mark.parametrize("precision", ["bf16x3", "fp32"])
-def test_cpu_precisions_match_the_reference(precision, monkeypatch):
+def test_cpu_precisions_match_the_reference(precision, k, monkeypatch):
     """Both float32 paths (AMX tiles with bf16x3 products and fp32 sums, where the CPU has
-    them; the fp32 vector tile), at a rank the AMX path takes (k=32) and a few hundred free
-    variables, against the reference run in float32 from the same start: values and gradients
+    them; the fp32 vector tile), at both ranks the AMX path takes (k = 16: one tile of sums;
+    k = 32: two) and a few hundred free variables, against the reference run in float32 from the same start: values and gradients
     to the float32 tolerance of the tests above (measured: fp32 about 1e-5 of the largest
     value, bf16x3 about 1e-4)."""
     from satground.satnet import cpu
     if precision == "bf16x3" and not cpu.bf16x3_available():
         pytest.skip("no AMX tiles on this CPU: the fp32 test covers the path it runs")
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", precision)
-    assert_float32_cpu_matches_the_reference()
+    assert_float32_cpu_matches_the_reference(k)
 
 
-def assert_float32_cpu_matches_the_reference():
-    """The cpu backend at the precision now selected against the float32 reference, k = 32 and a
+def assert_float32_cpu_matches_the_reference(k=32):
+    """The cpu backend at the precision now selected against the float32 reference, rank k and a
     few hundred free variables: values and gradients to 1e-3 of the largest value."""
-    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=60, eps=1e-6)
+    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=60, eps=1e-6, k=k)
     z, is_input, w = random_problem(300, 4, 5, torch.float32)
     expected = value_and_grads(ref, z, is_input, w)
     for a, b in zip(expected, value_and_grads(layer, z, is_input, w)):
         assert torch.allclose(a, b, atol=1e-3 * max(1.0, a.abs().max().item()), rtol=0)
 
 
-def bf16_run(monkeypatch, target=None, max_iter=1):
-    """Values and gradients of one sweep with plain bf16 products (and the float32 reference)."""
+def bf16_run(monkeypatch, target=None, max_iter=1, k=32):
+    """Values and gradients of one sweep with plain bf16 products (and the float32 reference),
+    rank k."""
     from satground.satnet import cpu
     if target:
         monkeypatch.setenv("SATGROUND_CPU_TARGET", target)
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bf16")
     if not cpu.bf16_available():
         pytest.skip("no bf16 products in this build: test_bf16_is_refused_where_not_built covers it")
-    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=max_iter, eps=0.0)
+    ref, layer = layer_pair("cpu", 300, 120, 80, torch.float32, max_iter=max_iter, eps=0.0, k=k)
     z, is_input, w = random_problem(300, 4, 5, torch.float32)
     return value_and_grads(ref, z, is_input, w), value_and_grads(layer, z, is_input, w)
 
@@ -159,22 +161,25 @@ def relative_errors(expected, got):
     return [((a - b).abs().max() / max(1.0, a.abs().max().item())).item() for a, b in zip(expected, got)]
 
 
-def test_bf16_products_match_the_reference_to_bf16_precision(monkeypatch):
-    """SATGROUND_CPU_PRECISION=bf16 (AMX tiles, or the vdpbf16ps tile): one sweep against the
-    float32 reference, to bf16's precision (measured about 1e-3 to 4e-3 of the largest value;
-    over many sweeps the rounding accumulates: docs/satnet-layer.md)."""
-    expected, got = bf16_run(monkeypatch)
+@pytest.mark.parametrize("k", [16, 32])
+def test_bf16_products_match_the_reference_to_bf16_precision(k, monkeypatch):
+    """SATGROUND_CPU_PRECISION=bf16 (AMX tiles, or the vdpbf16ps tile: 16 rows x 1 vector at
+    k = 16, 8 x 2 at 32): one sweep against the float32 reference, to bf16's precision (measured
+    about 1e-3 to 4e-3 of the largest value; over many sweeps the rounding accumulates:
+    docs/satnet-layer.md)."""
+    expected, got = bf16_run(monkeypatch, k=k)
     assert max(relative_errors(expected, got)) < 2e-2
 
 
-def test_the_vdpbf16ps_tile_takes_the_same_products_as_the_amx_tiles(monkeypatch):
+@pytest.mark.parametrize("k", [16, 32])
+def test_the_vdpbf16ps_tile_takes_the_same_products_as_the_amx_tiles(k, monkeypatch):
     """Where the CPU has AMX and AVX512_BF16, the build for cooperlake (AVX512_BF16, no AMX) runs
     the vdpbf16ps tile: one sweep agrees with the AMX tiles' bf16 to fp32 summation order."""
     from satground.satnet import cpu
     if not (X86 and {"amx-bf16", "avx512bf16"} <= cpu.host_features()):
         pytest.skip("needs a CPU with both AMX-BF16 and AVX512_BF16")
-    amx = bf16_run(monkeypatch)[1]
-    expected, vector = bf16_run(monkeypatch, target="cooperlake")
+    amx = bf16_run(monkeypatch, k=k)[1]
+    expected, vector = bf16_run(monkeypatch, target="cooperlake", k=k)
     assert not cpu.bf16x3_available() and "avx512" in cpu.tile_shape()  # the build without AMX
     assert max(relative_errors(amx, vector)) < 1e-4
     assert max(relative_errors(expected, vector)) < 2e-2

@@ -9,10 +9,11 @@
  * stand, by one tiled product, then each row is updated in turn and its change pushed into the
  * g's of the group's later rows, exactly as the sequential order requires. The product runs on
  * the vector tile (TROWS rows x TVECS vectors of running sums in registers, the group's rows of
- * C broadcast from a packed panel, each vector streamed once per group) or, for float32 at
- * k = 32, on bfloat16 pairs with fp32 sums: AMX tiles (bf16x3 products, or plain bf16 ones; see
- * amx_times) or, where the CPU has AVX512_BF16 and no AMX, a vdpbf16ps tile (bf16 products;
- * see dp_times). The precision is the caller's: 0 fp32, 1 bf16x3 (AMX only), 2 bf16.
+ * C broadcast from a packed panel, each vector streamed once per group) or, for float32 with k
+ * padded to 16 or 32 columns, on bfloat16 pairs with fp32 sums: AMX tiles (bf16x3 products, or
+ * plain bf16 ones; see amx_times) or, where the CPU has AVX512_BF16 and no AMX, a vdpbf16ps tile
+ * (bf16 products; see dp_times). The precision is the caller's: 0 fp32, 1 bf16x3 (AMX only),
+ * 2 bf16.
  */
 #include <math.h>
 #include <stdint.h>
@@ -198,7 +199,7 @@ struct sample {
                           * which takes the free variables in index order (pairs_init) */
     uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] */
     uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2],
-                          * j = col[q] */
+                          * j = col[q], c < kp (16 or 32 on these paths) */
 };
 
 #define COEF(s, g, a, b) ((s)->D[((size_t)(g) * (s)->R + (a)) * (s)->R + (b)])
@@ -266,13 +267,13 @@ static inline void split16(__m512 x, int with_lo, __m512i *hi, __m512i *lo)
 static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 {
     int j = s->col[q];
-    size_t at = (size_t)(j / 2) * 64 + (j & 1);
+    size_t at = (size_t)(j / 2) * 2 * s->kp + (j & 1);
 #ifdef VECTOR_CONVERT
     /* columns c0..c0+15 of the row go to every other 16-bit slot of a 64-byte line: the even
      * ones for an even j, the odd ones for an odd j */
     __mmask32 slots = j & 1 ? 0xAAAAAAAAu : 0x55555555u;
     at -= j & 1;
-    for (int c0 = 0; c0 < 32; c0 += 16) {
+    for (int c0 = 0; c0 < s->kp; c0 += 16) {
         __m512i hi, lo;
         split16(_mm512_loadu_ps(xq + c0), s->split, &hi, &lo);
         int up = (j & 1) * 16;
@@ -281,7 +282,7 @@ static void pairs_set_row(struct sample *s, int q, const REAL *xq)
             _mm512_mask_storeu_epi16(s->Xlo + at + 2 * c0, slots, _mm512_slli_epi32(lo, up));
     }
 #else
-    for (int c = 0; c < 32; c++)
+    for (int c = 0; c < s->kp; c++)
         split(xq[c], s->Xhi + at + 2 * c, s->split ? s->Xlo + at + 2 * c : NULL);
 #endif
 }
@@ -292,7 +293,7 @@ static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_free)
 {
     s->depth = (s->nf + 31) / 32 * 32;
-    size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * 32;
+    size_t a = (size_t)s->groups * AMX_ROWS * s->depth, x = (size_t)s->depth * s->kp;
     s->Ahi = aligned_alloc(64, a * 2 + 64);
     s->Xhi = aligned_alloc(64, x * 2 + 64);
     if (s->split) {
@@ -386,35 +387,41 @@ static void amx_release(void)
     _tile_release();
 }
 
-/* out (AMX_ROWS x 32) = the group's rows of C times X, from the bf16 pairs: tiles 0, 1 hold the
- * two 16-column halves of the sums, 2, 3 C's hi and lo, 4, 5 X's hi and lo. */
+/* out (AMX_ROWS x kp) = the group's rows of C times X, from the bf16 pairs: tiles 0 and, at
+ * kp = 32, 1 hold the 16-column halves of the sums, 2, 3 C's hi and lo, 4, 5 X's hi and lo.
+ * A pair row of X is 2 kp bf16 numbers; a half's 16 columns are 64 bytes of it. */
 static void amx_times(const struct sample *s, int grp, REAL *out)
 {
     const uint16_t *ahi = s->Ahi + (size_t)grp * AMX_ROWS * s->depth;
+    const uint16_t *alo = s->split ? s->Alo + (size_t)grp * AMX_ROWS * s->depth : NULL;
+    int xstride = s->kp * 4, two = s->kp == 32; /* bytes per pair row of X; a second half */
     _tile_zero(0);
     _tile_zero(1);
     for (int j0 = 0; j0 < s->depth; j0 += 32) {
-        const uint16_t *bhi = s->Xhi + (size_t)j0 * 32;
-        const uint16_t *blo = s->split ? s->Xlo + (size_t)j0 * 32 : NULL;
+        const uint16_t *bhi = s->Xhi + (size_t)j0 * s->kp;
+        const uint16_t *blo = s->split ? s->Xlo + (size_t)j0 * s->kp : NULL;
         _tile_loadd(2, ahi + j0, s->depth * 2);
-        _tile_loadd(4, bhi, 128);
+        _tile_loadd(4, bhi, xstride);
         _tile_dpbf16ps(0, 2, 4);
         if (s->split) { /* + hi*lo + lo*hi, in this order in each half */
-            _tile_loadd(3, s->Alo + (size_t)grp * AMX_ROWS * s->depth + j0, s->depth * 2);
-            _tile_loadd(5, blo, 128);
+            _tile_loadd(3, alo + j0, s->depth * 2);
+            _tile_loadd(5, blo, xstride);
             _tile_dpbf16ps(0, 2, 5);
             _tile_dpbf16ps(0, 3, 4);
         }
-        _tile_loadd(4, bhi + 32, 128);
-        _tile_dpbf16ps(1, 2, 4);
-        if (s->split) {
-            _tile_loadd(5, blo + 32, 128);
-            _tile_dpbf16ps(1, 2, 5);
-            _tile_dpbf16ps(1, 3, 4);
+        if (two) {
+            _tile_loadd(4, bhi + 32, xstride);
+            _tile_dpbf16ps(1, 2, 4);
+            if (s->split) {
+                _tile_loadd(5, blo + 32, xstride);
+                _tile_dpbf16ps(1, 2, 5);
+                _tile_dpbf16ps(1, 3, 4);
+            }
         }
     }
-    _tile_stored(0, out, 128);
-    _tile_stored(1, out + 16, 128);
+    _tile_stored(0, out, s->kp * 4);
+    if (two)
+        _tile_stored(1, out + 16, s->kp * 4);
 }
 
 #else /* a build without AMX: s->amx stays 0, so none of these runs */
@@ -425,32 +432,46 @@ static void amx_times(const struct sample *s, int grp, REAL *out)
 #endif
 
 #ifdef BF16_TILE
-/* out (AMX_ROWS x 32) = the group's rows of C times X from the bf16 pairs, one product each:
- * 8 rows x 2 vectors of 16 fp32 sums at a time; each step broadcasts a row's pair of C (two
- * consecutive columns) and multiplies it into 16 columns' pairs of X by one vdpbf16ps. */
-static void dp_times(const struct sample *s, int grp, REAL *out)
+/* rows x nv*16 sums of out (row stride nv*16) from the group's rows r0.. of C and the pairs of X:
+ * each step broadcasts a row's pair of C (two consecutive columns) and multiplies it into 16
+ * columns' pairs of X by one vdpbf16ps. Inlined with rows and nv constants. */
+static inline __attribute__((always_inline)) void
+dp_tile(const struct sample *s, const uint16_t *a, int rows, int nv, REAL *out)
 {
-    for (int r0 = 0; r0 < AMX_ROWS; r0 += 8) {
-        const uint16_t *a = s->Ahi + ((size_t)grp * AMX_ROWS + r0) * s->depth;
-        __m512 acc[8][2];
-        for (int r = 0; r < 8; r++)
-            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int jj = 0; jj < s->depth / 2; jj++) {
-            const uint16_t *x = s->Xhi + (size_t)jj * 64;
-            __m512bh x0 = (__m512bh)_mm512_load_si512(x), x1 = (__m512bh)_mm512_load_si512(x + 32);
-            for (int r = 0; r < 8; r++) {
-                uint32_t pair;
-                memcpy(&pair, a + (size_t)r * s->depth + 2 * jj, 4);
-                __m512bh c = (__m512bh)_mm512_set1_epi32((int)pair);
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], c, x0);
-                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], c, x1);
-            }
-        }
-        for (int r = 0; r < 8; r++) {
-            _mm512_storeu_ps(out + (size_t)(r0 + r) * 32, acc[r][0]);
-            _mm512_storeu_ps(out + (size_t)(r0 + r) * 32 + 16, acc[r][1]);
+    __m512 acc[16][2];
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < nv; v++)
+            acc[r][v] = _mm512_setzero_ps();
+    for (int jj = 0; jj < s->depth / 2; jj++) {
+        const uint16_t *x = s->Xhi + (size_t)jj * nv * 32;
+        __m512bh xv[2];
+        for (int v = 0; v < nv; v++)
+            xv[v] = (__m512bh)_mm512_load_si512(x + 32 * v);
+        for (int r = 0; r < rows; r++) {
+            uint32_t pair;
+            memcpy(&pair, a + (size_t)r * s->depth + 2 * jj, 4);
+            __m512bh c = (__m512bh)_mm512_set1_epi32((int)pair);
+            for (int v = 0; v < nv; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], c, xv[v]);
         }
     }
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < nv; v++)
+            _mm512_storeu_ps(out + (size_t)r * nv * 16 + 16 * v, acc[r][v]);
+}
+
+/* out (AMX_ROWS x kp) = the group's rows of C times X from the bf16 pairs, one product each.
+ * 16 accumulators either way: kp = 32 takes 8 rows x 2 vectors twice (each broadcast feeds two
+ * products), kp = 16 all 16 rows x 1 vector at once (each vector of X loaded once a group). */
+static void dp_times(const struct sample *s, int grp, REAL *out)
+{
+    const uint16_t *a = s->Ahi + (size_t)grp * AMX_ROWS * s->depth;
+    if (s->kp == 16) {
+        dp_tile(s, a, 16, 1, out);
+        return;
+    }
+    for (int r0 = 0; r0 < AMX_ROWS; r0 += 8)
+        dp_tile(s, a + (size_t)r0 * s->depth, 8, 2, out + (size_t)r0 * 32);
 }
 #define BF16_TILE_BUILT 1
 #else
@@ -459,7 +480,8 @@ static void dp_times(const struct sample *s, int grp, REAL *out)
 #endif
 
 /* precision: bf16x3 runs on the AMX tiles, bf16 on those or the vdpbf16ps tile, where this
- * build, this machine and k (32) allow; otherwise, and for fp32, the vector tile. */
+ * build, this machine and k (padded to 16 or 32) allow; otherwise, and for fp32, the vector
+ * tile. */
 static int sample_init(struct sample *s, const REAL *C, int N, int k, const int64_t *order,
                        const uint8_t *is_free, int precision)
 {
@@ -475,7 +497,7 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
     for (int i = 0; i < N; i++)
         if (!is_free[i])
             s->x[s->nx++] = i;
-    int bf16 = precision != PRECISION_FP32 && s->kp == 32;
+    int bf16 = precision != PRECISION_FP32 && (s->kp == 16 || s->kp == 32);
     s->amx = bf16 && amx_permitted();
     s->pairs = s->amx || (bf16 && precision == PRECISION_BF16 && BF16_TILE_BUILT);
     s->split = s->pairs && precision == PRECISION_BF16X3;
@@ -711,7 +733,7 @@ done:
     return status;
 }
 
-/* 1 where the float build runs the bf16x3 AMX tiles (k up to 32), else 0 */
+/* 1 where the float build runs the bf16x3 AMX tiles (k padded to 16 or 32), else 0 */
 int bf16x3_available(void)
 {
     return amx_permitted();
