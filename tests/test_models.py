@@ -131,9 +131,14 @@ def test_checkpoint_round_trip(tmp_path):
     fixed.train()(z, is_input)
     assert fixed.satnet.sweep_count.mean() <= 7
     assert solver_config(fixed)["max_iter"] == 7 and solver_config(fixed)["eps"] == 1e-3
-    symbolic = SymbolicSolver(2, m=30, aux=5)
+    symbolic = SymbolicSolver(2, m=30, aux=5, k=16)
     save_torch(checkpoint(symbolic), tmp_path / "s.pt")
-    assert isinstance(load_solver(tmp_path / "s.pt"), SymbolicSolver)
+    loaded = load_solver(tmp_path / "s.pt")
+    assert isinstance(loaded, SymbolicSolver) and loaded.satnet.k == 16  # satnet.k travels with it
+    saved = checkpoint(SymbolicSolver(2, m=30, aux=5))
+    del saved["config"]["k"]  # a checkpoint from before satnet.k: the published rank
+    save_torch(saved, tmp_path / "old.pt")
+    assert load_solver(tmp_path / "old.pt").satnet.k == 32
     save_torch({"kind": "visual"}, tmp_path / "bad.pt")
     with pytest.raises(PipelineError, match="bad.pt"):
         load_solver(tmp_path / "bad.pt")

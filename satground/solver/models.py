@@ -61,7 +61,7 @@ class SymbolicSolver(nn.Module):
     def __init__(self, board_size: int, m: int, aux: int, max_iter: int = 40,
                  zero_input_outputs: bool = True, output_softmax: bool = False,
                  proofreader: bool = False, backend: str = "auto", eps: float = 1e-4,
-                 backward_sweeps: int | None = None):
+                 backward_sweeps: int | None = None, k: int = 32):
         super().__init__()
         self.board_size = board_size
         self.n_digits = board_size ** 2
@@ -69,7 +69,7 @@ class SymbolicSolver(nn.Module):
         self.output_softmax = output_softmax
         self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter, eps=eps,
                              zero_input_outputs=zero_input_outputs, backend=backend,
-                             backward_sweeps=backward_sweeps)
+                             backward_sweeps=backward_sweeps, k=k)
         self.proofreader = Proofreader(self.n_cells, self.n_digits) if proofreader else None
 
     def add_proofreader(self) -> Proofreader:
@@ -130,8 +130,8 @@ def add_trainable_proofreader(model: nn.Module) -> Proofreader:
 
 def solver_config(solver: SymbolicSolver) -> dict:
     sat = solver.satnet
-    return {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "max_iter": sat.max_iter,
-            "eps": sat.eps,
+    return {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "k": sat.k,
+            "max_iter": sat.max_iter, "eps": sat.eps,
             "zero_input_outputs": sat.zero_input_outputs, "output_softmax": solver.output_softmax,
             "proofreader": solver.proofreader is not None}
 
@@ -149,10 +149,10 @@ def checkpoint(model: nn.Module) -> dict:
 
 
 def solver_from_params(board_size: int, sat, **options) -> SymbolicSolver:
-    """A fresh SymbolicSolver sized and run as the `satnet` params section says (m, aux, max_iter,
-    eps, backward_sweeps); `options`: zero_input_outputs, output_softmax."""
+    """A fresh SymbolicSolver sized and run as the `satnet` params section says (m, aux, k,
+    max_iter, eps, backward_sweeps); `options`: zero_input_outputs, output_softmax."""
     return SymbolicSolver(board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
-                          backward_sweeps=sat.backward_sweeps, **options)
+                          backward_sweeps=sat.backward_sweeps, k=sat.k, **options)
 
 
 def load_solver(path, backend: str = "auto", boards=None, kind: str | None = None,
@@ -191,7 +191,8 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
 
 # a solver checkpoint's config entries: (type, test of the value, what it must be)
 _CONFIG = {"board_size": (int, lambda v: v in (2, 3), "2 or 3"), "m": (int, lambda v: v >= 1, ">= 1"),
-           "aux": (int, lambda v: v >= 0, ">= 0"), "max_iter": (int, lambda v: v >= 1, ">= 1"),
+           "aux": (int, lambda v: v >= 0, ">= 0"), "k": (int, lambda v: v >= 2, ">= 2"),
+           "max_iter": (int, lambda v: v >= 1, ">= 1"),
            "eps": (float, lambda v: 0 <= v <= 0.5, "in [0, 0.5]"),  # satnet.eps's bounds
            "zero_input_outputs": (bool, None, ""), "output_softmax": (bool, None, ""),
            "proofreader": (bool, None, "")}
