@@ -4,9 +4,12 @@
     python benchmarks/satnet_speed.py --no-reference  # skip the slow pure-PyTorch oracle
     python benchmarks/satnet_speed.py --target x86-64-v3  # the AVX2 build, on any AVX2+ CPU
     python benchmarks/satnet_speed.py --precisions fp32 bf16x3 bf16  # the cpu kernel's precisions
+    python benchmarks/satnet_speed.py --ranks 16 --precisions bf16  # also SDP rank k = 16
 
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
-memory of forward+backward for each backend. The published code (locuslab/SATNet's `satnet`
+memory of forward+backward for each backend. --ranks adds the cpu backend's rows at other SDP
+ranks (satnet.k; every other row is at the published k = 32), each precision at each rank, with
+the forward+backward ratio of the k = 32 row to its twin at the other rank. The published code (locuslab/SATNet's `satnet`
 package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
 at the same settings and with the same weights S; its ratio is the "vs published" column (on a
 GPU, the gpu row against the published CUDA build, satnet._cuda, where that built). The
@@ -53,7 +56,7 @@ def time_backend(backend: str, args) -> dict:
     published = backend.startswith("published")
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps,
+    layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps, k=args.k,
                    backend="cpu" if published else backend)
     if published:  # the same weights, in the published layer (its CUDA build on a GPU)
         import satnet
@@ -150,6 +153,10 @@ def main():
     parser.add_argument("--precisions", nargs="+", default=[], choices=["fp32", "bf16x3", "bf16"],
                         help="also time the cpu backend at each SATGROUND_CPU_PRECISION (rows "
                              "'cpu <precision>'; one this build lacks is left out)")
+    parser.add_argument("--ranks", nargs="+", type=int, default=[],
+                        help="also time the cpu backend at these SDP ranks k (rows 'cpu k=16'; "
+                             "each --precisions too), against its k = 32 twin")
+    parser.add_argument("--k", type=int, default=32, help=argparse.SUPPRESS)  # internal: --one's rank
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: time one backend, print JSON
     args = parser.parse_args()
     os.environ["SATGROUND_CPU_TARGET"] = args.target
@@ -164,18 +171,21 @@ def main():
     published_gpu = published and gpu and importlib.util.find_spec("satnet._cuda") is not None
     from satground.satnet import cpu
     available = {"fp32": True, "bf16x3": cpu.bf16x3_available(), "bf16": cpu.bf16_available()}
-    runs = [(b, args.max_iter, args.eps, None)
+    precisions = [None] + [p for p in args.precisions if available[p]]
+    ranks = [32] + [k for k in args.ranks if k != 32]
+    runs = [(b, args.max_iter, args.eps, None, 32)
             for b in fast + ["published"] * published + ["published_gpu"] * published_gpu]
-    runs += [("cpu", args.max_iter, args.eps, p) for p in args.precisions if available[p]]
+    runs += [("cpu", args.max_iter, args.eps, p, 32) for p in precisions[1:]]
+    runs += [("cpu", args.max_iter, args.eps, p, k) for k in ranks[1:] for p in precisions]
     if args.eps:  # the roofline needs an exact sweep count: each precision again, no early stop
-        runs += [("cpu", args.max_iter, 0.0, p)
-                 for p in [None] + [p for p in args.precisions if available[p]]]
+        runs += [("cpu", args.max_iter, 0.0, p, k) for k in ranks for p in precisions]
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps
-        runs += [(b, args.reference_iters, 0.0, None) for b in fast + ["reference"]]
+        runs += [(b, args.reference_iters, 0.0, None, 32) for b in fast + ["reference"]]
     n_vars = 729 + 1 + args.aux
     k = 32
     print(f"SATNet n=729 m={args.m} aux={args.aux} batch={args.batch} givens={args.givens} "
-          f"max_iter={args.max_iter} eps={args.eps} k={k}; torch {torch.__version__}, "
+          f"max_iter={args.max_iter} eps={args.eps} k={k} (rows marked k=16 etc.: that rank); "
+          f"torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     print(f"CPU: {cpu_model()}; cpu kernel: --target {args.target}, tile "
           f"{cpu.tile_shape(torch.float32)}"
@@ -185,17 +195,20 @@ def main():
     # that a moment of a shared machine's noise does not set the roofline
     first_peaks = core_peak.measure(args.target, torch.get_num_threads(), repeats=5)
     results = []
-    for backend, max_iter, eps, precision in runs:
+    for backend, max_iter, eps, precision, rank in runs:
         # a fresh process per run, so the peak-RSS growth is that backend's alone
-        settings = dict(vars(args), max_iter=max_iter, eps=eps)
+        settings = dict(vars(args), max_iter=max_iter, eps=eps, k=rank)
         cmd = [sys.executable, __file__, "--one", backend] + [
             f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
-            if name not in ("one", "no_reference", "precisions")]
+            if name not in ("one", "no_reference", "precisions", "ranks")]
         env = dict(os.environ, **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
         line = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-        result = dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps)
+        result = dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps, k=rank,
+                      precision=precision)
         if precision:
             result["backend"] = f"cpu {precision}"
+        if rank != 32:
+            result["backend"] += f" k={rank}"
         results.append(result)
     reference = next((r for r in results if r["backend"] == "reference"), None)
     # each fast backend against the published build on its own device
@@ -203,7 +216,7 @@ def main():
                       if r["backend"].startswith("published")}
     small = args.batch * (n_vars * k + k * args.m) * 4 / 2**20
     large = args.batch * n_vars * args.m * 4 / 2**20
-    print(f"{'backend':<13} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
+    print(f"{'backend':<18} {'sweeps':>11} {'forward s':>10} {'fwd+bwd s':>10} "
           f"{'vs reference':>12} {'vs published':>12} {'peak MiB':>9}")
     for r in results:
         same = reference and r["sweeps"] == reference["sweeps"]
@@ -214,9 +227,17 @@ def main():
         vs_published = (f"{pub['forward_backward_s'] / r['forward_backward_s']:.1f}x"
                         if pub else "-")
         sweeps = f"{r['sweeps']}" + (f" eps {r['eps']:g}" if r["eps"] else "")
-        print(f"{r['backend']:<13} {sweeps:>11} {r['forward_s']:10.3f} "
+        print(f"{r['backend']:<18} {sweeps:>11} {r['forward_s']:10.3f} "
               f"{r['forward_backward_s']:10.3f} {speedup:>12} {vs_published:>12} "
               f"{r['peak_mib']:9.1f}")
+    by_setting = {(r["backend"], r["precision"], r["sweeps"], r["eps"], r["k"]): r for r in results}
+    for r in results:  # each other rank against its k = 32 twin: same precision, sweeps, eps
+        twin = by_setting.get((r["backend"].split(" k=")[0], r["precision"], r["sweeps"], r["eps"], 32))
+        if r["k"] != 32 and twin:
+            print(f"rank: {r['backend']} ({r['sweeps']} sweeps, eps {r['eps']:g}) runs "
+                  f"{twin['forward_backward_s'] / r['forward_backward_s']:.2f}x the k=32 "
+                  f"forward+backward's speed (k=32 {twin['forward_backward_s']:.3f} s, "
+                  f"k={r['k']} {r['forward_backward_s']:.3f} s)")
     if not published:
         print("published code (locuslab/SATNet's satnet package) not importable: no ratio")
     elif gpu and not published_gpu:
@@ -232,8 +253,7 @@ def main():
     amx = cpu.bf16x3_available()
     for r in results:  # runs with no early stop: the sweep count, hence the arithmetic, is exact
         if r["eps"] == 0 and r["backend"].startswith("cpu"):
-            precision = r["backend"].split()[1] if " " in r["backend"] else os.environ.get(
-                "SATGROUND_CPU_PRECISION", "bf16x3")
+            precision = r["precision"] or os.environ.get("SATGROUND_CPU_PRECISION", "bf16x3")
             # the instruction the group products run on, and its measured peak (none for AMX)
             if amx and precision != "fp32":
                 instruction, peak = "AMX tiles", None
@@ -241,7 +261,7 @@ def main():
                 instruction, peak = "bf16 vdpbf16ps", cores.get("bf16 vdpbf16ps")
             else:
                 instruction, peak = "fp32 fma", cores["fp32 fma"]
-            flops = sweep_flops(args, r["sweeps"], k)
+            flops = sweep_flops(args, r["sweeps"], r["k"])
             rate = flops / r["forward_backward_best_s"] / 1e9  # best against best, as the peaks
             against = (f"{100 * rate / 2 / (peak / 1e9):.0f} % of the cores' {instruction} peak "
                        f"({peak / 1e9:.1f} G products/s), " if peak else f"{instruction}: no "
