@@ -18,13 +18,15 @@ import time
 import torch
 
 from satground.boards.mnist import load_digits
+from satground.harness.params import Reread
 from satground.solver.reread import train_reader
 
 
 def timed_reader(threads: int, images, labels, args):
     torch.set_num_threads(threads)
     start = time.perf_counter()
-    reader = train_reader("cnn", images, labels, 9, args.epochs, args.nets, seed=0)
+    reader = train_reader("cnn", images, labels, 9, args.epochs, args.nets, seed=0,
+                          **Reread().reader_training())
     return time.perf_counter() - start, reader.state_dict()
 
 

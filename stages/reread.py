@@ -11,7 +11,6 @@ and the new reader read them; no truth of the training or test images is read.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import torch
 
@@ -53,8 +52,8 @@ def main(argv=None):
         labels = pseudo_labels(votes, reading)[train_pool]
         reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
                               cfg.epochs, cfg.nets, cfg.seed,
-                              keep=model.classifier if cfg.keep_classifier else None, lr=cfg.reader_lr,
-                              batch_size=cfg.reader_batch_size, augment=dataclasses.asdict(cfg.augment))
+                              keep=model.classifier if cfg.keep_classifier else None,
+                              **cfg.reader_training())
         model = VisualSolver(reader, model.solver)
         info.update({
             "votes_per_image": counts[train_pool].mean().item(),

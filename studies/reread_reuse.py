@@ -89,7 +89,8 @@ def main(argv=None):
             labels = pseudo_labels(votes, reading)[pool]
             vote_seconds = time.perf_counter() - start
             reader = train_reader(cfg.reader, train.images[pool], labels, train.n_digits, cfg.epochs,
-                                  cfg.nets, cfg.seed, keep=model.classifier if cfg.keep_classifier else None)
+                                  cfg.nets, cfg.seed, keep=model.classifier if cfg.keep_classifier else None,
+                                  **cfg.reader_training())
             reread = VisualSolver(reader, model.solver)
             row = {"cells_an_image": cells, "context": context, "release": release, "passes": passes,
                    "votes_an_image": round(counts[pool].mean().item(), 2),

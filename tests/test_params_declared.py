@@ -6,8 +6,8 @@ read reruns it for nothing.
 Read statically from the stage script: `params.section.key`, a section bound to a name
 (`cfg = params.cluster`, then `cfg.method`), a section or `params` passed to a function of the
 script or of satground (followed into its body), a `Params` method the script calls
-(`params.configuration()`, followed into satground/harness/params.py); a section passed anywhere
-else counts as read whole. `load_params`' own checks on load are not a stage's read.
+(`params.configuration()`, followed into satground/harness/params.py) or a method of a section's
+class (`cfg.reader_training()`, likewise); a section passed anywhere else counts as read whole. `load_params`' own checks on load are not a stage's read.
 """
 import ast
 from pathlib import Path
@@ -17,6 +17,7 @@ import yaml
 from satground.harness.params import SEEDED_SECTIONS, known_keys
 
 REPO = Path(__file__).resolve().parent.parent
+SCHEMA = REPO / "satground/harness/params.py"
 KEYS = set(known_keys())
 SECTIONS = {key.rsplit(".", i)[0] for key in KEYS for i in range(1, key.count(".") + 1)}
 
@@ -103,12 +104,17 @@ def reads(module: Module, body, bound: dict[str, str], seen: set) -> set[str]:
         if prefix in KEYS:
             found.add(prefix)
         elif left and prefix == "" and id(node) in called:  # a Params method: params.configuration()
-            method = Module(REPO / "satground/harness/params.py").functions["Params"]
+            method = Module(SCHEMA).functions["Params"]
             (function,) = [f for f in method.body if isinstance(f, ast.FunctionDef) and f.name == left[0]]
             if (function.name, "") not in seen:
                 seen.add((function.name, ""))
                 found |= reads(module, function.body, {"self": ""}, seen)
                 found |= follow_self_calls(function, method, seen)
+        elif left and prefix in SECTIONS and id(node) in called:  # a section's method
+            function = section_method(prefix, left[0])
+            if (function.name, prefix) not in seen:
+                seen.add((function.name, prefix))
+                found |= reads(None, function.body, {"self": prefix}, seen)
         elif left:  # an attribute outside the schema (params.source)
             continue
         elif id(node) in assigned:
@@ -128,6 +134,16 @@ def reads(module: Module, body, bound: dict[str, str], seen: set) -> set[str]:
         elif isinstance(node, ast.Attribute):  # a section used whole (asdict(cfg.augment) is passed)
             found |= {key for key in KEYS if key == prefix or key.startswith(prefix + ".")}
     return found
+
+
+def section_method(prefix: str, name: str) -> ast.FunctionDef:
+    """The method `name` of the schema class that Params types its field `prefix` with."""
+    schema = Module(SCHEMA)
+    (annotation,) = [node.annotation.id for node in schema.functions["Params"].body
+                     if isinstance(node, ast.AnnAssign) and node.target.id == prefix]
+    (function,) = [node for node in schema.functions[annotation].body
+                   if isinstance(node, ast.FunctionDef) and node.name == name]
+    return function
 
 
 def follow_self_calls(function, params_class, seen) -> set[str]:
@@ -185,4 +201,6 @@ def test_the_reader_sees_what_evaluate_and_cluster_read():
     assert {"distill.classifier", "distill.augment.shift"} <= stage_reads(REPO / "stages" / "distill.py")
     cluster = stage_reads(REPO / "stages" / "cluster.py")
     assert {"cluster.method", "cluster.restarts", "cluster.n_neighbors"} <= cluster
+    reread = stage_reads(REPO / "stages/reread.py")  # through Reread.reader_training()
+    assert {"reread.reader_lr", "reread.reader_batch_size", "reread.augment.shift"} <= reread
     assert "rule_aware" not in cluster and not any(k.startswith("ground.") for k in cluster)

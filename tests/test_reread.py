@@ -12,6 +12,9 @@ from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, lo
 from satground.solver.check import Checked, checked_readings
 from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.boards.sudoku import generate_puzzles
+from satground.harness.params import Reread
+
+READER = Reread().reader_training()  # the schema's reader rate, batch and augmentation
 
 K = 4
 torch.set_num_threads(1)
@@ -109,10 +112,10 @@ def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_f
         images[i] = np.maximum(images[i], shapes[d])
     images, labels = torch.from_numpy(images), torch.from_numpy(digits).long()
     for kind in ("cnn", "lenet"):
-        reader = train_reader(kind, images, labels, K, epochs=20, nets=2, seed=0)
+        reader = train_reader(kind, images, labels, K, epochs=20, nets=2, seed=0, **READER)
         assert (reader(images).argmax(1) == labels).float().mean() >= 0.95, kind
     model = VisualSolver(reader if isinstance(reader, DigitReader) else
-                         train_reader("cnn", images, labels, K, 8, 2, 0), SymbolicSolver(2, 8, 2))
+                         train_reader("cnn", images, labels, K, 8, 2, 0, **READER), SymbolicSolver(2, 8, 2))
     path = tmp_path / "solver.pt"
     torch.save(checkpoint(model), path)
     again = load_solver(path, kind="visual")
@@ -132,8 +135,8 @@ def test_a_reader_that_keeps_the_classifier_averages_both_and_saves_them(tmp_pat
     images = torch.from_numpy(rng.integers(0, 256, size=(64, 28, 28)).astype(np.uint8))
     labels = torch.from_numpy(rng.integers(0, K, size=64)).long()
     classifier = LeNet(K)
-    kept = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3, keep=classifier)
-    alone = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3)
+    kept = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3, keep=classifier, **READER)
+    alone = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=3, **READER)
     with torch.no_grad():
         want = (alone(images).exp() + torch.softmax(classifier(images), 1)) / 2
         assert torch.allclose(kept(images).exp(), want, atol=1e-6)
@@ -145,7 +148,7 @@ def test_a_reader_that_keeps_the_classifier_averages_both_and_saves_them(tmp_pat
     with torch.no_grad():
         assert torch.allclose(again(images), kept(images), atol=1e-6)
     with pytest.raises(ValueError, match="only a cnn reader keeps the classifier"):
-        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier)
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier, **READER)
 
 
 def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():
@@ -159,7 +162,7 @@ def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side()
         readers = []
         for n in (1, 3):
             torch.set_num_threads(n)
-            readers.append(train_reader("cnn", images, labels, K, epochs=2, nets=3, seed=5))
+            readers.append(train_reader("cnn", images, labels, K, epochs=2, nets=3, seed=5, **READER))
             assert torch.get_num_threads() == n  # restored for the stage's SATNet
     finally:
         torch.set_num_threads(threads)

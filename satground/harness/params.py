@@ -299,6 +299,11 @@ class Reread:
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
     seed: int | None = seed_knob("the released givens and the reader's initialisation")
 
+    def reader_training(self) -> dict:
+        """solver.reread.train_reader's training settings: lr, batch_size, augment."""
+        return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
+                "augment": dataclasses.asdict(self.augment)}
+
     def check(self, where: str) -> None:
         if self.keep_classifier and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "

@@ -78,26 +78,23 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
     return votes, counts, reading
 
 
-READER_AUGMENT = {"shift": 2.0, "rotation": 10.0, "scale": 0.1}  # the schema's reread.augment
-
-
 def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
     """Arg max of SATNet's summed log-votes plus the classifier's own log-probability."""
     return (votes + reading.clamp_min(1e-4).log()).argmax(dim=1)
 
 
 def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classes: int,
-                 epochs: int, nets: int, seed: int, keep: nn.Module | None = None, lr: float = 1e-3,
-                 batch_size: int = 128, augment: dict | None = None) -> nn.Module:
+                 epochs: int, nets: int, seed: int, *, lr: float, batch_size: int, augment: dict,
+                 keep: nn.Module | None = None) -> nn.Module:
     """A reader of uint8 images (N, 28, 28) trained on `labels` by Adam at `lr` under random affine
-    augmentation (`augment`: shift pixels, rotation degrees, scale fraction; default
-    READER_AUGMENT): `cnn`, a DigitReader of `nets` CNNs (with `keep`, a LeNet classifier,
-    averaged into it unchanged), or `lenet`, a fresh LeNet. Each net
+    augmentation (`augment`: shift pixels, rotation degrees, scale fraction; lr, batch_size and
+    augment as `reread`'s schema section gives them, Reread.reader_training()): `cnn`, a
+    DigitReader of `nets` CNNs (with `keep`, a LeNet classifier, averaged into it unchanged), or
+    `lenet`, a fresh LeNet. Each net
     trains on one thread, so the same seed gives the same reader on any machine and load; the CNNs
     train side by side, as many at once as torch has threads."""
     if keep is not None and kind != "cnn":
         raise ValueError(f"only a cnn reader keeps the classifier, got {kind!r}")
-    augment = READER_AUGMENT if augment is None else augment
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
