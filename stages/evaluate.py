@@ -122,21 +122,18 @@ def our_variants(solvers: dict, params) -> dict:
     checked by SATNet. The proofreader sits on the final reader: re-read, or as trained."""
     reread, views = params.reread.reader != "none", params.evaluate.views
     folds, starts = params.evaluate.check_folds, params.evaluate.starts
-    variants = {name: solvers[name] for name in ("no_proofreader", "reread", "proofreader")}
-    if variants["proofreader"].solver.proofreader is None:  # proofread.epochs 0: none, no rows
-        del variants["proofreader"]
+    proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
+    variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
+                + ["proofreader"] * proofread}
     if views > 1:
         variants["one_view"] = variants["no_proofreader"]
-        for name in ("no_proofreader", "reread", "proofreader"):
-            if name in variants:
-                model = variants[name]
+        for name, model in list(variants.items()):
+            if name != "one_view":
                 variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
         variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts)
-        if "proofreader" in variants:
+        if proofread:
             variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts)
-    if not reread:
-        del variants["reread"]
     return {name: variants[name] for name in OUR_VARIANTS if name in variants}
 
 

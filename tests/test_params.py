@@ -44,7 +44,7 @@ def test_stage_seeds_follow_the_top_level_seed_unless_set():
     assert compose(DEFAULT_PROFILE)["data"]["seed"] is None
     params = parse_params({"seed": 3, "cluster": {"seed": 5}})
     assert (params.data.seed, params.cluster.seed, params.distill.seed, params.reread.seed) == (3, 5, 3, 3)
-    with pytest.raises(PipelineError, match="'cluster.seed' \\+ 'cluster.restarts'"):
+    with pytest.raises(PipelineError, match="'cluster.seed' \\(or the 'seed' it follows\\) \\+ 'cluster.restarts'"):
         parse_params({"seed": SEED_MAX, "cluster": {"restarts": 2}})
 
 

@@ -170,9 +170,6 @@ class Cluster:
         if self.restarts > 1 and self.restart_choice == "information" and self.method != "infogan":
             raise PipelineError(f"{where}: 'cluster.restart_choice: information' reads InfoGAN's Q head: "
                                 f"it needs 'cluster.method: infogan', not {self.method!r}")
-        if self.seed is not None and self.seed + self.restarts - 1 > SEED_MAX:
-            raise PipelineError(f"{where}: 'cluster.seed' + 'cluster.restarts' - 1 exceeds "
-                                f"{SEED_MAX}, the largest seed")
 
 
 @dataclass(frozen=True)
@@ -417,7 +414,9 @@ class Params:
         return "paper's mechanism" if paper else "rule-free"
 
     def check(self, where: str) -> None:
-        self.cluster.check(where)  # again, with its seed resolved
+        if self.cluster.seed + self.cluster.restarts - 1 > SEED_MAX:  # its seed resolved
+            raise PipelineError(f"{where}: 'cluster.seed' (or the 'seed' it follows) + "
+                                f"'cluster.restarts' - 1 exceeds {SEED_MAX}, the largest seed")
         if self.distill.classifier == "clusterer":
             if self.cluster.method not in CLASSIFYING_CLUSTERERS:
                 raise PipelineError(f"{where}: 'distill.classifier: clusterer' needs a clusterer that "

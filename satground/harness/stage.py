@@ -229,4 +229,3 @@ def check_memory(where: str, keys: str, nbytes: float) -> None:
     if total and nbytes > total:
         raise PipelineError(f"{where}: {keys} need about {nbytes / 2**30:,.0f} GiB, more "
                             f"than this machine's {total / 2**30:,.0f} GiB")
-
