@@ -18,6 +18,7 @@ from satground.boards.data import (given_image_indices, load_boards, load_truth,
                                    var_mask)
 from satground.harness.io import PipelineError
 from satground.boards.mnist import load_digits
+from satground.harness.params import compose, overlay
 from stage_commands import four_by_four
 
 REPO = Path(__file__).resolve().parents[1]
@@ -295,3 +296,29 @@ def test_a_smaller_training_pool_keeps_the_boards_and_reuses_its_images(runs, tm
         before, after = load_boards(runs["a"], split, "grounded"), load_boards(root, split, "grounded")
         assert {bytes(im) for im in before.images.numpy()} == {bytes(im) for im in after.images.numpy()}
         assert torch.equal(before.is_input, after.is_input) and torch.equal(before.labels, after.labels)
+
+
+def test_fashion9_draws_every_pool_from_fashion_mnist_classes_1_to_9(tmp_path):
+    """fashion9 (issue 68): the default's pipeline with Fashion-MNIST's idx files in the cells,
+    read where Debian's dataset-fashion-mnist puts them. Here on the fixture the repository ships
+    (tests/data/fashion-mnist: 30 images of each class from Fashion-MNIST's t10k set, MIT): at 9x9,
+    disjoint pools, each image a fixture image with its own class, classes 1-9 only."""
+    fixture = REPO / "tests" / "data" / "fashion-mnist"
+    data = compose("fashion9")["data"]
+    assert data["mnist"]["source"] == "idx" and data["mnist"]["root"] == "/usr/share/datasets/fashion-mnist"
+    params = overlay(compose("fashion9"), {"data": {"mnist": {"root": str(fixture)}, "seed": 3,
+                                                    "n_train": 30, "n_dev": 5, "n_test": 10}})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    prepare.main(["--params", str(tmp_path / "params.yaml"), "--data-out", str(tmp_path / "prepared"),
+                  "--metrics-out", str(tmp_path / "metrics"), "--plot-out", str(tmp_path / "boards.png")])
+    images, labels = load_digits("idx", fixture)
+    assert len(images) == 300 and np.bincount(labels).tolist() == [30] * 10
+    label_of = {bytes(im): int(lab) for im, lab in zip(images, labels)}
+    pools = []
+    for split in SPLITS:
+        pool = torch.load(tmp_path / "prepared" / f"{split}.pt", weights_only=True)["images"].numpy()
+        truth = load_truth(tmp_path / "prepared", split)["image_labels"].numpy()
+        assert all(label_of[bytes(im)] == lab for im, lab in zip(pool, truth))
+        assert set(truth.tolist()) == set(range(1, 10))
+        pools.append({bytes(im) for im in pool})
+    assert not (pools[0] & pools[1]) and not (pools[0] & pools[2]) and not (pools[1] & pools[2])
