@@ -154,7 +154,8 @@ static double check(int N, int m, int k, int sweeps)
 
 #ifdef VECTOR_CONVERT
 /* pairs_set_row and pairs_init, vectorised, against split() one number at a time: values
- * over many magnitudes and signs, exact ties (1 + 2^-8: halfway between two bf16 numbers) */
+ * over many magnitudes and signs, exact ties (1 + 2^-8: halfway between two bf16 numbers), at
+ * both widths of the vectors' pair rows (kp 16 and 32) */
 static int check_conversion(void)
 {
     enum { NF = 45, N = 50 };
@@ -163,10 +164,11 @@ static int check_conversion(void)
         C[i] = (REAL)((uniform() - 0.5) * pow(2.0, (int)(uniform() * 40) - 20));
     C[3] = 1.0f + 1.0f / 256, C[4] = -(1.0f + 3.0f / 256), C[5] = 0;
     int bad = 0;
-    for (int with_lo = 0; with_lo < 2; with_lo++) {
+    for (int with_lo = 0; with_lo < 2; with_lo++)
+    for (int kp = 16; kp <= 32; kp += 16) {
         struct sample s;
         memset(&s, 0, sizeof(s));
-        s.nf = NF, s.split = with_lo, s.groups = (NF + AMX_ROWS - 1) / AMX_ROWS;
+        s.nf = NF, s.kp = kp, s.split = with_lo, s.groups = (NF + AMX_ROWS - 1) / AMX_ROWS;
         s.f = malloc(sizeof(int) * N);
         uint8_t is_free[N] = {0};
         for (int q = 0; q < NF; q++)
@@ -191,10 +193,10 @@ static int check_conversion(void)
         free(taken);
         for (int q = 0; q < NF; q++) {
             pairs_set_row(&s, q, C + (size_t)q * 32);
-            for (int c = 0; c < 32; c++) {
+            for (int c = 0; c < kp; c++) {
                 uint16_t hi, lo = 0;
                 split(C[(size_t)q * 32 + c], &hi, with_lo ? &lo : NULL);
-                size_t at = (size_t)(s.col[q] / 2) * 64 + 2 * c + (s.col[q] & 1);
+                size_t at = (size_t)(s.col[q] / 2) * 2 * kp + 2 * c + (s.col[q] & 1);
                 bad += s.Xhi[at] != hi || (with_lo && s.Xlo[at] != lo);
             }
         }
