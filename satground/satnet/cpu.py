@@ -18,15 +18,16 @@ The product runs on one of two tiles:
   SSE 4 x 2 xmm, and a portable 4 x 2 of the compiler's generic vectors for anything else; the
   group's rows of C are broadcast from a packed panel, each vector streamed once per group
   (`tile_shape()` names the one built);
-- AMX tiles (float32, k up to 32, CPUs with AMX-BF16, e.g. Sapphire Rapids Xeons): 16 rows, each
+- AMX tiles (float32, k padded to 16 or 32, CPUs with AMX-BF16, e.g. Sapphire Rapids Xeons): 16 rows, each
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
   product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"): less accurate than the fp32
   tile, within the tests' tolerance against the reference, and faster (docs/satnet-layer.md).
   precision fp32 (the stages' `satnet.precision`, or SATGROUND_CPU_PRECISION) keeps the vector
   tile everywhere;
-- plain bf16 products (precision bf16, float32, k = 32): hi*hi alone with fp32
+- plain bf16 products (precision bf16, float32, k padded to 16 or 32): hi*hi alone with fp32
   sums, on the AMX tiles, or where the build has AVX512_BF16 but no AMX (AMD Zen 4 and 5) on a
-  vdpbf16ps tile (8 rows x 2 vectors, twice an fp32 FMA's products per instruction). About 2^-8
+  vdpbf16ps tile (8 rows x 2 vectors at k = 32, 16 x 1 at 16; twice an fp32 FMA's products per
+  instruction, though some Intel cores issue it at half the FMA's rate: docs/satnet-layer.md). About 2^-8
   relative per product: selectable, never the default, refused where neither is built.
 
 The batch is split over torch's thread count, one whole sample per task: ctypes releases the
@@ -185,9 +186,9 @@ _selected: str | None = None  # a stage's satnet.precision (check_setup); else t
 def _precision() -> int:
     """The precision as mixing.c's code: a stage's `satnet.precision`, else
     SATGROUND_CPU_PRECISION (library use, benchmarks). bf16x3 (the default: AMX tiles where the
-    CPU has them, for k = 32; elsewhere, and for float64, the fp32/fp64 vector tile), fp32 (that
-    tile always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or AVX512_BF16's
-    vdpbf16ps, for k = 32; refused where the build has neither). bf16 is about 2^-8 relative per
+    CPU has them, for k padded to 16 or 32; elsewhere, and for float64, the fp32/fp64 vector
+    tile), fp32 (that tile always) or bf16 (one bf16 product per term, fp32 sums: AMX tiles or
+    AVX512_BF16's vdpbf16ps, for k padded to 16 or 32; refused where the build has neither). bf16 is about 2^-8 relative per
     product: docs/satnet-layer.md says where learning was measured with it. auto: bf16 where
     built, else bf16x3 (precision_name)."""
     return PRECISIONS[precision_name()]

@@ -432,9 +432,9 @@ static void amx_times(const struct sample *s, int grp, REAL *out)
 #endif
 
 #ifdef BF16_TILE
-/* rows x nv*16 sums of out (row stride nv*16) from the group's rows r0.. of C and the pairs of X:
- * each step broadcasts a row's pair of C (two consecutive columns) and multiplies it into 16
- * columns' pairs of X by one vdpbf16ps. Inlined with rows and nv constants. */
+/* out (rows x nv*16, row stride nv*16) = the rows of C's bf16 panel starting at a times the pairs
+ * of X: each step broadcasts a row's pair of C (two consecutive columns) and multiplies it into
+ * 16 columns' pairs of X by one vdpbf16ps. Inlined with rows and nv constants. */
 static inline __attribute__((always_inline)) void
 dp_tile(const struct sample *s, const uint16_t *a, int rows, int nv, REAL *out)
 {
