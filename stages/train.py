@@ -4,6 +4,7 @@ then train SATNet and the classifier with BCE on the output cells of the ungroun
 The classifier then speaks digits instead of clusters. SATNet continues from the self-grounded
 phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
 or that SATNet numbered its outputs unlike its inputs (see satground.solver.grounding).
+With train.rules_epochs, SATNet first learns the rules from the blank cells' labels alone (ours).
 With train.classifier_lr 0 the classifier is frozen and each image read once (ours, faster).
 Then, with train.tune_epochs, the classifier alone learns through the frozen SATNet (ours).
 Dev scores per epoch use output cells only; exact-match board accuracy is the evaluate stage's.
@@ -25,7 +26,8 @@ from satground.satnet import kernel_description
 from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
-from satground.solver.training import bce_loss, fit, freeze, readings_once, tune_classifier
+from satground.solver.training import (bce_loss, fit, freeze, learn_rules, readings_once,
+                                       tune_classifier)
 
 
 def main(argv=None):
@@ -65,6 +67,10 @@ def main(argv=None):
     ])
 
     report, resume = StageReport(args.metrics_out), ResumeOptions(args.resume_dir)
+    rules = {}
+    if cfg.rules_epochs:
+        rules = learn_rules(solver, train, dev, cfg.rules_epochs, cfg.rules_shown, sat.lr,
+                            cfg.batch_size, device, generator, report, resume)
     frozen = cfg.classifier_lr == 0  # then each image is read once, not once per batch
     if frozen:
         freeze(classifier)
@@ -73,6 +79,8 @@ def main(argv=None):
                    cfg.batch_size, device, generator, report, desc="train", resume=resume,
                    decay_epochs=cfg.decay_epochs)
     info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
+    if rules:
+        info["rules"] = rules
     if cfg.tune_epochs:
         info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
                                               cfg.batch_size, device, generator, report,

@@ -266,11 +266,19 @@ class Train:
                             "trained where the classifier was frozen, docs/studies/tune-classifier.md); "
                             "0 = none (the paper)", low=0)
     tune_lr: float = lr_knob(1.0e-3, "the classifier's learning rate in the tune epochs (constant)")
+    rules_epochs: int = knob(0, "first, epochs in which SATNet learns the rules from the training "
+                             "boards' blank-cell labels alone, before it sees an image (ours); "
+                             "0 = none (the paper)", low=0)
+    rules_shown: float = knob(0.8, "share of a board's labelled blank cells SATNet is shown in those "
+                              "epochs (drawn afresh each time); it infers the others", low=0.0, high=1.0)
 
     def check(self, where: str) -> None:
         if self.decay_epochs > self.epochs:
             raise PipelineError(f"{where}: 'train.decay_epochs' ({self.decay_epochs}) exceeds "
                                 f"'train.epochs' ({self.epochs})")
+        if not 0 < self.rules_shown < 1:
+            raise PipelineError(f"{where}: 'train.rules_shown' must lie strictly between 0 and 1 "
+                                f"(SATNet needs cells shown and cells to infer), got {self.rules_shown}")
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,72 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
     return history[-1] if history else {}
 
 
+# ---------------------------------------------------------------------------------------------
+# SATNet learning the rules before it meets an image (ours, `train.rules_epochs`)
+
+
+def known_cells(boards: Boards, shown: float | None = None,
+                generator: torch.Generator | None = None) -> Boards:
+    """`boards` with no image: every labelled blank cell is known (an input, its label kept), the
+    givens are free cells with neither image nor label. With `shown`, a fixed random share of
+    the known cells stays input and the rest become the cells to infer (a dev view)."""
+    known = boards.labels > 0
+    if boards.is_input[known].any():
+        raise ValueError("known_cells needs the ungrounded view: a given cell holds a label")
+    is_input = known
+    if shown is not None:
+        is_input = known & (torch.rand(known.shape, generator=generator) < shown)
+    return Boards(board_size=boards.board_size, images=boards.images[:1],
+                  cell_image=torch.full_like(boards.cell_image, -1), is_input=is_input,
+                  labels=boards.labels * known)
+
+
+class RulesLearner(nn.Module):
+    """A SymbolicSolver learning the rules from the training boards' blank cells alone. In
+    training, each board shows SATNet a fresh random `shown` share of its known cells
+    (known_cells) and SATNet infers the others; in eval mode it sees exactly the inputs given.
+
+    forward(symbols (B, C*K), known (B, C)) -> (B, C*K); `self.shown` (B, C): the last inputs."""
+
+    def __init__(self, solver: nn.Module, shown: float, generator: torch.Generator):
+        super().__init__()
+        self.solver, self.share, self.generator = solver, shown, generator
+        self.shown: torch.Tensor | None = None
+
+    def forward(self, symbols: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+        shown = known
+        if self.training:
+            draw = torch.rand(known.shape, generator=self.generator).to(known.device)
+            shown = known & (draw < self.share)
+        self.shown = shown
+        return self.solver(symbols, shown)
+
+
+def rules_loss(learner: RulesLearner) -> Callable:
+    """BCE over the known cells the learner's last forward hid from SATNet."""
+    def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
+        hidden = batch.is_input & ~learner.shown
+        mask = hidden.repeat_interleave(pred.shape[1] // hidden.shape[1], dim=1)
+        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+    return loss_fn
+
+
+def learn_rules(solver: nn.Module, train: Boards, dev: Boards, epochs: int, shown: float, lr: float,
+                batch_size: int, device: torch.device, generator: torch.Generator, report=None,
+                resume: ResumeOptions = ResumeOptions()) -> dict[str, float]:
+    """SATNet (a SymbolicSolver) learns the rules from the training boards' blank-cell labels
+    before it sees a given's image (ours, `train.rules_epochs`): each board shows a random
+    `shown` share of its ~45 labelled cells, SATNet infers the rest (RulesLearner), Adam at a
+    constant `lr`. Dev boards are scored the same way on one fixed draw: `dev_blank_cells` are
+    their hidden labelled cells. No given's label or image is read. Curves are logged as
+    rules_<name>; returns the last row. A run killed in a later loop replays these epochs."""
+    dev_view = known_cells(dev, shown, generator)
+    learner = RulesLearner(solver, shown, generator).to(device)
+    optimizer = torch.optim.Adam(solver.parameters(), lr=lr)
+    return fit(learner, known_cells(train), dev_view, optimizer, rules_loss(learner), epochs,
+               batch_size, device, generator, report, desc="rules", prefix="rules_", resume=resume)
+
+
 def linear_decay(optimizer: torch.optim.Optimizer, epochs: int, decay_epochs: int,
                  batches_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
     """Every learning rate held, then falling linearly over the last `decay_epochs` epochs: the
