@@ -13,9 +13,10 @@ Two sweeps make points: `checkpoint` (InfoGAN checkpoints, distill.checkpoint an
 clusters, distill.mislabel). The report keeps the finished experiments of the chosen sweep that
 differ from the workspace in the sweep's params only (a smoke run, another profile or another
 experiment never mixes in), read with dvc.api.exp_show, and takes their headline metrics: the
-distilled classifier's test clustering accuracy (lenet_acc, the accuracy the grounding phase
-starts from; truth used for reporting only), the clusterer's (cluster_acc), the grounding
-phase's blank-cell accuracy (ground_cells), whether the permutation is right (perm_right) and
+distilled classifier's dev clustering accuracy (classifier_dev_accuracy, the accuracy the
+grounding phase starts from; truth used for reporting only), the clusterer's
+(cluster_dev_accuracy), the grounding phase's blank-cell accuracy (ground_val_blank_cells),
+whether the permutation is right (perm_right) and
 the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ablation.png.
 The `seeds` sweep (every seed changed together; the workspace is one of them) writes each run's
 board metrics and a markdown table of their mean +- std instead of the plot.
@@ -99,9 +100,9 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "checkpoint": params.get("distill.checkpoint", "final"),
             "mislabel": params.get("distill.mislabel", 0.0),
             "boundary_shift": params.get("distill.boundary_shift", 0.0),
-            "clustering_accuracy": column(run, "lenet_acc"),
-            "teacher_accuracy": column(run, "cluster_acc"),
-            "grounding_cell_accuracy": column(run, "ground_cells"),
+            "clustering_accuracy": column(run, "classifier_dev_accuracy"),
+            "teacher_accuracy": column(run, "cluster_dev_accuracy"),
+            "grounding_cell_accuracy": column(run, "ground_val_blank_cells"),
             "permutation_correct": column(run, "perm_right"),
             "board_accuracy": column(run, "boards"),
             "board_accuracy_proofread": column(run, "boards_pr"),
@@ -151,7 +152,7 @@ def main():
     table = pd.DataFrame(rows(show, args.sweep, keys)).drop_duplicates()
     if table.empty:
         print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "
-              f"(with the lenet_acc and boards metrics) yet", file=sys.stderr)
+              f"(with the classifier_dev_accuracy and boards metrics) yet", file=sys.stderr)
         return 1
     if args.sweep == "seeds":
         return seeds_report(table.sort_values("seed"), args.csv, args.table)

@@ -184,7 +184,7 @@ def main(argv=None):
         "device": str(stage_device()) if history else "cpu",
         "restarts": runs,
     }
-    report.finish({"cluster_acc": kept["dev_accuracy"]}, info, fit_seconds=round(seconds, 2),
+    report.finish({"cluster_dev_accuracy": kept["dev_accuracy"]}, info, fit_seconds=round(seconds, 2),
                   seconds_per_epoch=round(sum(timed) / len(timed), 2) if timed else None)
 
     chosen = (f", kept seed {kept['seed']} of {cfg.restarts} (restart_choice: {cfg.restart_choice})"

@@ -99,7 +99,7 @@ def main(argv=None):
         "teacher_parameters_classifier_path": teacher_counts.get("classifier_path"),
         "device": str(device),
     }
-    report.finish({"lenet_acc": info["dev_accuracy"]}, info,
+    report.finish({"classifier_dev_accuracy": info["dev_accuracy"]}, info,
                   seconds_per_epoch=round(sum(seconds) / len(seconds), 3) if seconds else 0.0)
 
     what = "LeNet" if cfg.classifier == "lenet" else "the clusterer's CNNs"

@@ -114,7 +114,7 @@ def main(argv=None):
         **choice.agreements(),
     }
     save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: choice.record(best["epoch"])})
-    report.finish({"ground_cells": info["val_blank_cells"]}, info)
+    report.finish({"ground_val_blank_cells": info["val_blank_cells"]}, info)
     print(f"ground: best epoch {best['epoch']}, val blank cells "
           f"{info['val_blank_cells']:.3f}, cluster->digit {choice.chosen.tolist()} from "
           f"{cfg.permutation} (loss: {choice.from_loss.tolist()} by {choice.assignment}"

@@ -61,7 +61,7 @@ def main(argv=None):
         })
     info["reader_dev_accuracy"] = accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)
     save_all({args.model_out: checkpoint(model)})
-    report.finish({"reader_acc": info["reader_dev_accuracy"]}, info)
+    report.finish({"reader_dev_accuracy": info["reader_dev_accuracy"]}, info)
     print(f"reread ({cfg.reader}): dev images read right {info['classifier_dev_accuracy']} -> "
           f"{info['reader_dev_accuracy']} -> {args.model_out}")
 

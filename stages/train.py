@@ -86,7 +86,8 @@ def main(argv=None):
                                               cfg.batch_size, device, generator, report,
                                               resume=resume)
     save_all({args.model_out: checkpoint(model.cpu())})
-    report.finish({"train_loss": info["loss"]}, info=info)
+    report.finish({"train_loss": info["loss"], "train_dev_blank_cells": last["dev_blank_cells"]},
+                  info=info)
     print(f"train: {cfg.epochs} + {cfg.tune_epochs} tune epochs, dev blank cells "
           f"{last['dev_blank_cells']:.3f}, valid grids {last['dev_valid_grids']:.3f}")
 

@@ -29,7 +29,8 @@ def row(folder: Path) -> list:
     record = read_record(folder)
     params, test = record.params, record.metrics["evaluate"]
     info = record.stage_info("prepare")
-    cluster, lenet = record.metrics["cluster"]["cluster_acc"], record.metrics["distill"]["lenet_acc"]
+    cluster = record.metrics["cluster"]["cluster_dev_accuracy"]
+    lenet = record.metrics["distill"]["classifier_dev_accuracy"]
     with open(folder / "dev_choices.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     images = info["given_images_used"]["train"]

@@ -22,7 +22,7 @@ def run(name, clustering, board, grounding=0.25, checkpoint="final", mislabel=0.
         n_train=2000, epochs=8, typ="branch_commit", state="Success"):
     """One row as dvc.api.exp_show gives it: flat, metrics and params by name."""
     return {"Experiment": name, "rev": (name or "")[:7], "typ": typ, "State": state,
-            "lenet_acc": clustering, "cluster_acc": 0.97, "ground_cells": grounding,
+            "classifier_dev_accuracy": clustering, "cluster_dev_accuracy": 0.97, "ground_val_blank_cells": grounding,
             "perm_right": bool(board), "boards": board, "boards_pr": board,
             "seed": 0, "data.seed": 0, "data.board_size": 2, "data.n_train": n_train, "cluster.method": method,
             "cluster.seed": 0, "distill.checkpoint": checkpoint, "distill.mislabel": mislabel,
@@ -43,7 +43,7 @@ def test_mislabel_sweep_keeps_its_finished_experiments_and_the_workspace():
         dict(run(None, 0.97, 0.85, typ="baseline", state=None), rev="abc1234"),  # HEAD's row
         run("mis-10", 0.88, 0.60, mislabel=0.1),
         run("mis-20", 0.79, 0.0, mislabel=0.2),
-        run("mis-30", 0.0, 0.0, mislabel=0.3, state="Queued") | {"lenet_acc": None, "boards": None},
+        run("mis-30", 0.0, 0.0, mislabel=0.3, state="Queued") | {"classifier_dev_accuracy": None, "boards": None},
         # running: its folder still holds the baseline's metrics, which must not be read
         run("mis-40", 0.70, 0.85, mislabel=0.4, state="Running"),
         # other experiments: another profile's data, another training setting, another sweep
@@ -72,8 +72,8 @@ def test_checkpoint_sweep_keeps_only_checkpoint_runs_on_the_same_data():
 
 
 def test_a_metric_shared_by_two_files_is_read_under_its_file_name():
-    row = {"metrics/a/metrics.json:boards": 0.5, "lenet_acc": 0.9}
-    assert report.column(row, "boards") == 0.5 and report.column(row, "lenet_acc") == 0.9
+    row = {"metrics/a/metrics.json:boards": 0.5, "classifier_dev_accuracy": 0.9}
+    assert report.column(row, "boards") == 0.5 and report.column(row, "classifier_dev_accuracy") == 0.9
     assert report.column(row, "missing") is None
 
 
@@ -102,7 +102,7 @@ def record(folder, seed, boards, **params):
     folder.mkdir(parents=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(tree))
     stages = {"evaluate": {"metrics": {"boards": boards, "blank_boards": boards + 0.1, "perm_right": True}},
-              "distill": {"metrics": {"lenet_acc": 0.98}}}
+              "distill": {"metrics": {"classifier_dev_accuracy": 0.98}}}
     (folder / "metrics.json").write_text(json.dumps({"stages": stages, "tables": {}}))
     return folder
 

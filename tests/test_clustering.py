@@ -291,7 +291,7 @@ def test_cluster_stage_writes_its_artifacts(stage_runs):
     assert (out / "live" / "plots" / "metrics" / "loss_q_cat.tsv").is_file()
     # the metrics file holds the headline value only (no curve's last point, no step)
     assert json.loads((out / "live" / "metrics.json").read_text()) == {
-        "cluster_acc": round(metrics["dev_accuracy"], 4)}
+        "cluster_dev_accuracy": round(metrics["dev_accuracy"], 4)}
     assert json.loads((out / "live" / "timing.json").read_text())["seconds_per_epoch"] > 0
 
 

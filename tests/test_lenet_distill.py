@@ -247,7 +247,7 @@ def test_distill_from_an_infogan_checkpoint(tmp_path):
     out = run_distill(tmp_path, data, teacher, checkpoint=0)
     metrics = info(out)
     assert set(metrics) == DISTILL_KEYS and metrics["teacher"].endswith("epoch_000.pt")
-    assert set(json.loads((out / "live" / "metrics.json").read_text())) == {"lenet_acc"}
+    assert set(json.loads((out / "live" / "metrics.json").read_text())) == {"classifier_dev_accuracy"}
     assert metrics["classifier_parameters"] == 428_074  # K = 4: LeNet
     assert metrics["teacher_parameters"] == infogan.parameter_counts(infogan.InfoGAN(4, noise_dim=8))["total"]
     assert metrics["n_train_images"] == 32 and metrics["n_dev_images"] == 24

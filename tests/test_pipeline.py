@@ -50,8 +50,8 @@ def test_smoke_profile_runs_end_to_end(smoke_repo):
     names = []
     for stage in STAGES:
         names += json.loads((smoke_repo / "metrics" / stage / "metrics.json").read_text())
-    assert len(names) == len(set(names)) and {"boards", "blank_boards", "cluster_acc", "perm_right",
-                                              "ground_cells", "nonvisual_boards"} <= set(names)
+    assert len(names) == len(set(names)) and {"boards", "blank_boards", "cluster_dev_accuracy", "perm_right",
+                                              "ground_val_blank_cells", "nonvisual_boards"} <= set(names)
     (shown,) = json.loads(sh(["dvc", "metrics", "show", "--json"], smoke_repo).stdout).values()
     assert set(shown["data"]) == {f"metrics/{s}/metrics.json" for s in STAGES}
     for plot in ("boards.png", "permutation.png", "cluster_samples.png", "cluster_confusion.png"):
@@ -231,4 +231,4 @@ def test_satground_exps_shows_the_headline_metrics_and_no_dep_hash(smoke_repo):
     header = sh(exps_command(["--csv"]), smoke_repo).stdout.splitlines()[0].split(",")
     assert {"rev", "boards", "boards_checked", "blank_boards_checked"} <= set(header), header
     assert not any("/" in column or column.endswith((".py", ".yaml", ".html")) for column in header), header
-    assert "cells" not in header and "cluster_acc" not in header, header
+    assert "cells" not in header and "cluster_dev_accuracy" not in header, header

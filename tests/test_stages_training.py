@@ -179,7 +179,7 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
     assert saved["cluster_to_digit"] == {str(c): d + 1 for c, d in enumerate(perm)}
     info = read(workdir / "metrics/ground/info.json")
     assert 1 <= info["best_epoch"] <= info["epochs_run"] <= PARAMS["ground"]["epochs"]
-    assert read(workdir / "metrics/ground/metrics.json") == {"ground_cells": round(info["val_blank_cells"], 4)}
+    assert read(workdir / "metrics/ground/metrics.json") == {"ground_val_blank_cells": round(info["val_blank_cells"], 4)}
     # curves on an epoch axis from 1, one row per epoch run; the reported score is the kept
     # (best) epoch's, not the last one's
     curve = (workdir / "metrics/ground/plots/metrics/val_blank_cells.tsv").read_text().splitlines()
@@ -189,7 +189,7 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
     train = read(workdir / "metrics/train/info.json")
     assert {"loss", "sweeps", "dev_blank_cells", "dev_blank_boards", "dev_valid_grids"} <= set(train)
     assert 1 <= train["sweeps"] <= PARAMS["satnet"]["max_iter"]  # the mean sweeps a board took
-    assert set(read(workdir / "metrics/train/metrics.json")) == {"train_loss"}
+    assert set(read(workdir / "metrics/train/metrics.json")) == {"train_loss", "train_dev_blank_cells"}
     assert "seconds" in read(workdir / "metrics/train/timing.json")
 
 
