@@ -457,15 +457,18 @@ def test_the_tune_epochs_move_a_cnn_ensembles_heads_alone(workdir, ungrounded_ru
     assert moved and all(".head." in name for name in moved), moved
 
 
-def test_the_rules_epochs_train_satnet_before_the_end_to_end_epochs(workdir, ungrounded_run, tmp_path,
-                                                                     monkeypatch):
+def test_the_rules_epochs_and_the_hints_train_from_blank_labels(workdir, ungrounded_run, tmp_path,
+                                                                 monkeypatch):
     """train.rules_epochs: SATNet first learns from the training boards' blank-cell labels (their
-    rules_ curves and info logged), reading no image and no given; then the end-to-end epochs."""
+    rules_ curves and info logged), reading no image and no given; then the end-to-end epochs,
+    here with hints (train.hints), after which the solver saved is the plain visual one."""
+    from satground.solver.models import VisualSolver, load_solver
     from satground.solver import training
     seen = []
     real = training.known_cells
     monkeypatch.setattr(training, "known_cells", lambda boards, *a: seen.append(boards) or real(boards, *a))
-    params = {**PARAMS, "train": {**PARAMS["train"], "rules_epochs": 1, "rules_shown": 0.7}}
+    params = {**PARAMS, "train": {**PARAMS["train"], "rules_epochs": 1, "rules_shown": 0.7, "hints": 0.5,
+                                  "hint_epochs": 1}}
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(params))
     stage("train").main(declared("train", params=tmp_path / "rules.yaml", prepared=ungrounded_run["blind"],
                                  model_out=tmp_path / "rules.pt", metrics_out=tmp_path / "m"))
@@ -473,6 +476,7 @@ def test_the_rules_epochs_train_satnet_before_the_end_to_end_epochs(workdir, ung
     info = read(tmp_path / "m" / "info.json")
     assert 0 <= info["rules"]["dev_blank_cells"] <= 1 and "dev_blank_cells" in info
     assert (tmp_path / "m" / "plots" / "metrics" / "rules_dev_blank_cells.tsv").is_file()
+    assert type(load_solver(tmp_path / "rules.pt")) is VisualSolver
 
 
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):

@@ -271,11 +271,22 @@ class Train:
                              "0 = none (the paper)", low=0)
     rules_shown: float = knob(0.8, "share of a board's labelled blank cells SATNet is shown in those "
                               "epochs (drawn afresh each time); it infers the others", low=0.0, high=1.0)
+    hints: float = knob(0.0, "in the end-to-end epochs, the share of each board's labelled blank "
+                        "cells also shown to SATNet as inputs at the start (drawn afresh each batch), "
+                        "falling linearly to 0 over hint_epochs (ours); 0 = none (the paper)",
+                        low=0.0, high=1.0)
+    hint_epochs: int = knob(5, "the end-to-end epochs over which the hints' share falls to 0", low=1)
 
     def check(self, where: str) -> None:
         if self.decay_epochs > self.epochs:
             raise PipelineError(f"{where}: 'train.decay_epochs' ({self.decay_epochs}) exceeds "
                                 f"'train.epochs' ({self.epochs})")
+        if self.hints and self.hint_epochs > self.epochs:
+            raise PipelineError(f"{where}: 'train.hint_epochs' ({self.hint_epochs}) exceeds "
+                                f"'train.epochs' ({self.epochs})")
+        if self.hints >= 1:
+            raise PipelineError(f"{where}: 'train.hints' must be below 1 (SATNet needs blank cells "
+                                f"to learn from), got {self.hints}")
         if not 0 < self.rules_shown < 1:
             raise PipelineError(f"{where}: 'train.rules_shown' must lie strictly between 0 and 1 "
                                 f"(SATNet needs cells shown and cells to infer), got {self.rules_shown}")

@@ -68,6 +68,8 @@ def make_batch(boards: Boards, idx: torch.Tensor, device: torch.device) -> Batch
 
 def run_model(model: nn.Module, batch: Batch) -> torch.Tensor:
     """(B, C*K) board probabilities: images in for a visual model, given digits otherwise."""
+    if isinstance(model, HintedSolver):
+        return model(batch)
     if isinstance(model, VisualSolver):
         return model(batch.images, batch.is_input)
     return model(batch.symbols, batch.is_input)
@@ -349,6 +351,51 @@ def learn_rules(solver: nn.Module, train: Boards, dev: Boards, epochs: int, show
     optimizer = torch.optim.Adam(solver.parameters(), lr=lr)
     return fit(learner, known_cells(train), dev_view, optimizer, rules_loss(learner), epochs,
                batch_size, device, generator, report, desc="rules", prefix="rules_", resume=resume)
+
+
+# ---------------------------------------------------------------------------------------------
+# end-to-end epochs with hints from the blank cells' labels (ours, `train.hints`)
+
+
+class HintedSolver(nn.Module):
+    """A VisualSolver in training with hints: each board also shows SATNet a random share of
+    its labelled blank cells as inputs, beside the classifier's readings of its givens, and
+    SATNet learns from the blank cells left hidden (hinted_loss). The share falls linearly from
+    `share` to 0 over the first `batches` training batches (a step counter kept in the state, so
+    a resumed run goes on where it stopped). In eval mode there is no hint: the model as at test
+    time.
+
+    forward(batch) -> (B, C*K); `self.hint` (B, C): the last batch's hinted cells."""
+
+    def __init__(self, model: VisualSolver, share: float, batches: int, generator: torch.Generator):
+        super().__init__()
+        self.model, self.share, self.batches, self.generator = model, share, max(batches, 1), generator
+        self.register_buffer("done", torch.zeros((), dtype=torch.long))
+        self.hint: torch.Tensor | None = None
+
+    def current_share(self) -> float:
+        return self.share * max(0.0, 1.0 - self.done.item() / self.batches)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        hint = torch.zeros_like(batch.is_input)
+        if self.training:
+            draw = torch.rand(batch.is_input.shape, generator=self.generator).to(hint.device)
+            hint = (batch.labels > 0) & ~batch.is_input & (draw < self.current_share())
+            self.done += 1
+        self.hint = hint
+        solver = self.model.solver
+        z = self.model.input_probs(batch.images, batch.is_input)
+        z = z + batch.target * var_mask(hint, solver.n_digits)
+        return solver(z, batch.is_input | hint)
+
+
+def hinted_loss(hinted: HintedSolver) -> Callable:
+    """BCE over the labelled blank cells the last batch did not hint."""
+    def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
+        cells = (batch.labels > 0) & ~batch.is_input & ~hinted.hint
+        mask = cells.repeat_interleave(pred.shape[1] // cells.shape[1], dim=1)
+        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+    return loss_fn
 
 
 def linear_decay(optimizer: torch.optim.Optimizer, epochs: int, decay_epochs: int,

@@ -1,5 +1,7 @@
-"""SATNet learning the rules from the blank cells' labels alone (train.rules_epochs): it reads no
-given's label or image, it shows SATNet only known cells, and it learns 4x4 Sudoku's rules."""
+"""The levers that show SATNet the training boards' blank-cell labels as inputs. The rules epochs
+(train.rules_epochs): no given's label or image read, only known cells shown, 4x4 Sudoku's rules
+learnt. The hints (train.hints): only labelled blank cells hinted, a share falling to 0, none in
+eval mode, the loss blind to hinted cells."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +11,8 @@ import torch
 from satground.boards.data import Boards
 from satground.boards.sudoku import generate_puzzles
 from satground.solver.models import SymbolicSolver
-from satground.solver.training import RulesLearner, evaluate_outputs, known_cells, learn_rules
+from satground.solver.training import (HintedSolver, RulesLearner, evaluate_outputs, hinted_loss, known_cells,
+                                       learn_rules, make_batch)
 
 
 def ungrounded(n: int, seed: int) -> Boards:
@@ -55,7 +58,6 @@ def test_the_learner_shows_a_fresh_share_of_known_cells_and_nothing_of_a_given()
     boards = known_cells(ungrounded(200, seed=1))
     spy = Spy()
     learner = RulesLearner(spy, 0.6, torch.Generator().manual_seed(0))
-    from satground.solver.training import make_batch
     batch = make_batch(boards, torch.arange(200), torch.device("cpu"))
     learner(batch.symbols, batch.is_input)
     learner(batch.symbols, batch.is_input)
@@ -81,3 +83,47 @@ def test_satnet_learns_the_4x4_rules_from_blank_cells_alone():
     last = learn_rules(solver, train, dev, 6, 0.6, 0.1, 20, torch.device("cpu"), generator)
     assert before["blank_cells"] < 0.4                           # chance is 1/4
     assert last["dev_blank_cells"] > 0.55 and last["dev_valid_grids"] > 0.1, last
+
+
+class Reader(torch.nn.Module):
+    """A classifier that reads every image as uniform (K = 4 digits)."""
+    def forward(self, images):
+        return torch.zeros(len(images), 4)
+
+
+def test_hints_show_labelled_blank_cells_at_a_falling_share_and_none_in_eval():
+    from satground.solver.models import VisualSolver
+    boards = ungrounded(200, seed=4)
+    spy = Spy()
+    spy.n_digits = 4
+    hinted = HintedSolver(VisualSolver(Reader(), spy), 0.6, batches=4, generator=torch.Generator().manual_seed(0))
+    batch = make_batch(boards, torch.arange(200), torch.device("cpu"))
+    blank = (boards.labels > 0) & ~boards.is_input
+    shares = []
+    for _ in range(5):
+        hinted(batch)
+        symbols, shown = spy.calls[-1]
+        hint = shown & ~boards.is_input
+        assert torch.equal(hint, hinted.hint) and not (hint & ~blank).any()
+        onehot = symbols.reshape(200, 16, 4)
+        assert torch.equal(onehot[hint].argmax(1) + 1, boards.labels[hint].long())   # the label, one-hot
+        assert torch.allclose(onehot[boards.is_input], torch.full((int(boards.is_input.sum()), 4), 0.25))
+        shares.append(hint.sum().item() / blank.sum().item())
+    assert 0.5 < shares[0] < 0.7 and 0.25 < shares[2] < 0.35 and shares[4] == 0   # 0.6, 0.3, then 0
+    assert hinted.done.item() == 5 and "done" in hinted.state_dict()
+    hinted.eval()
+    hinted(batch)
+    assert torch.equal(spy.calls[-1][1], boards.is_input)      # eval: the givens alone, as at test time
+
+
+def test_the_hinted_loss_leaves_out_the_hinted_cells():
+    boards = ungrounded(50, seed=5)
+    batch = make_batch(boards, torch.arange(50), torch.device("cpu"))
+    hinted = HintedSolver.__new__(HintedSolver)
+    torch.nn.Module.__init__(hinted)
+    blank = (boards.labels > 0) & ~boards.is_input
+    hinted.hint = blank & (torch.rand(blank.shape, generator=torch.Generator().manual_seed(0)) < 0.5)
+    pred = batch.target.clone().clamp(0.01, 0.99)
+    wrong = hinted.hint.repeat_interleave(4, dim=1)
+    pred[wrong] = 1 - pred[wrong]          # every hinted cell predicted wrong: the loss must not see it
+    assert hinted_loss(hinted)(pred, batch).item() < 0.02
