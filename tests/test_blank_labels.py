@@ -119,8 +119,8 @@ def test_hints_show_labelled_blank_cells_at_a_falling_share_and_none_in_eval():
 def test_the_hinted_loss_leaves_out_the_hinted_cells():
     boards = ungrounded(50, seed=5)
     batch = make_batch(boards, torch.arange(50), torch.device("cpu"))
-    hinted = HintedSolver.__new__(HintedSolver)
-    torch.nn.Module.__init__(hinted)
+    from satground.solver.models import VisualSolver
+    hinted = HintedSolver(VisualSolver(Reader(), Spy()), 0.5, batches=1, generator=torch.Generator())
     blank = (boards.labels > 0) & ~boards.is_input
     hinted.hint = blank & (torch.rand(blank.shape, generator=torch.Generator().manual_seed(0)) < 0.5)
     pred = batch.target.clone().clamp(0.01, 0.99)

@@ -29,21 +29,31 @@ from ..harness.resume import Resumable, ResumeOptions
 from ..satnet.layer import SATNet, NonFiniteError
 
 
-def loss_mask(batch, on_inputs: bool = False) -> torch.Tensor:
-    """SATNet variables the loss sees: labelled output cells, plus given cells when on_inputs
-    (the original SATNet on grounded data: labels leak to the classifier through them)."""
+def loss_cells(batch, on_inputs: bool = False) -> torch.Tensor:
+    """Cells (B, C) the loss sees: labelled output cells, plus given cells when on_inputs (the
+    original SATNet on grounded data: labels leak to the classifier through them)."""
     cells = batch.labels > 0
     if not on_inputs:
         cells &= ~batch.is_input
-    return cells.repeat_interleave(batch.target.shape[1] // cells.shape[1], dim=1)
+    return cells
+
+
+def cells_bce(pred: torch.Tensor, batch, cells: torch.Tensor) -> torch.Tensor:
+    """BCE of `pred` against the batch's one-hot targets over every variable of `cells` (B, C)."""
+    mask = var_mask(cells, pred.shape[1] // cells.shape[1])
+    return F.binary_cross_entropy(pred[mask], batch.target[mask])
 
 
 def bce_loss(on_inputs: bool = False) -> Callable:
-    """loss_fn(pred, batch) of satground.solver.training's loop: BCE over loss_mask's variables."""
+    """loss_fn(pred, batch) of satground.solver.training's loop: BCE over loss_cells."""
     def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
-        mask = loss_mask(batch, on_inputs)
-        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+        return cells_bce(pred, batch, loss_cells(batch, on_inputs))
     return loss_fn
+
+
+def random_share(cells: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
+    """A random `share` of `cells` (bool (B, C)), drawn on the CPU from `generator`."""
+    return cells & (torch.rand(cells.shape, generator=generator).to(cells.device) < share)
 
 
 @dataclass
@@ -299,12 +309,10 @@ def known_cells(boards: Boards, shown: float | None = None,
     known = boards.labels > 0
     if boards.is_input[known].any():
         raise ValueError("known_cells needs the ungrounded view: a given cell holds a label")
-    is_input = known
-    if shown is not None:
-        is_input = known & (torch.rand(known.shape, generator=generator) < shown)
+    is_input = known if shown is None else random_share(known, shown, generator)
     return Boards(board_size=boards.board_size, images=boards.images[:1],
                   cell_image=torch.full_like(boards.cell_image, -1), is_input=is_input,
-                  labels=boards.labels * known)
+                  labels=boards.labels)
 
 
 class RulesLearner(nn.Module):
@@ -320,10 +328,7 @@ class RulesLearner(nn.Module):
         self.shown: torch.Tensor | None = None
 
     def forward(self, symbols: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
-        shown = known
-        if self.training:
-            draw = torch.rand(known.shape, generator=self.generator).to(known.device)
-            shown = known & (draw < self.share)
+        shown = random_share(known, self.share, self.generator) if self.training else known
         self.shown = shown
         return self.solver(symbols, shown)
 
@@ -331,9 +336,7 @@ class RulesLearner(nn.Module):
 def rules_loss(learner: RulesLearner) -> Callable:
     """BCE over the known cells the learner's last forward hid from SATNet."""
     def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
-        hidden = batch.is_input & ~learner.shown
-        mask = hidden.repeat_interleave(pred.shape[1] // hidden.shape[1], dim=1)
-        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+        return cells_bce(pred, batch, batch.is_input & ~learner.shown)
     return loss_fn
 
 
@@ -379,8 +382,7 @@ class HintedSolver(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         hint = torch.zeros_like(batch.is_input)
         if self.training:
-            draw = torch.rand(batch.is_input.shape, generator=self.generator).to(hint.device)
-            hint = (batch.labels > 0) & ~batch.is_input & (draw < self.current_share())
+            hint = random_share(loss_cells(batch), self.current_share(), self.generator)
             self.done += 1
         self.hint = hint
         solver = self.model.solver
@@ -392,9 +394,7 @@ class HintedSolver(nn.Module):
 def hinted_loss(hinted: HintedSolver) -> Callable:
     """BCE over the labelled blank cells the last batch did not hint."""
     def loss_fn(pred: torch.Tensor, batch) -> torch.Tensor:
-        cells = (batch.labels > 0) & ~batch.is_input & ~hinted.hint
-        mask = cells.repeat_interleave(pred.shape[1] // cells.shape[1], dim=1)
-        return F.binary_cross_entropy(pred[mask], batch.target[mask])
+        return cells_bce(pred, batch, loss_cells(batch) & ~hinted.hint)
     return loss_fn
 
 
