@@ -51,7 +51,8 @@ class Pools:
     train_images: torch.Tensor
     dev_images: torch.Tensor
     dev_labels: torch.Tensor | None
-    n_clusters: int
+    n_clusters: int  # K': the digits, or more (cluster.clusters: surjective grounding)
+    n_digits: int
     cannot_link: object  # scipy sparse (M, M): peer given cells of the training boards, or None
 
     def report(self, clusterer) -> tuple[dict, dict]:
@@ -61,7 +62,8 @@ class Pools:
         train = cluster_report(clusters, None, self.n_clusters)
         train["peer_conflicts"] = (None if self.cannot_link is None
                                    else peer_conflict_rate(clusters, self.cannot_link))
-        return train, cluster_report(clusterer.assign(self.dev_images), self.dev_labels, self.n_clusters)
+        return train, cluster_report(clusterer.assign(self.dev_images), self.dev_labels, self.n_clusters,
+                                     self.n_digits)
 
 
 def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, prefix: str, where: str):
@@ -157,7 +159,7 @@ def main(argv=None):
     reads_peers = CLUSTERERS[cfg.method].reads_peers or (cfg.restarts > 1 and cfg.restart_choice == "peers")
     pools = Pools(train_images, dev_images,
                   load_image_labels(args.prepared, "dev", dev_idx),  # reporting only: None when absent
-                  K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
+                  cfg.n_clusters(K), K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
 
     # a fresh folder that replaces models/cluster/ whole: no file of an earlier run survives
     report = StageReport(args.metrics_out)
@@ -167,15 +169,15 @@ def main(argv=None):
     seconds = time.perf_counter() - start
 
     save_figure(plot_samples(*clusterer.sample_grid(train_images)), args.samples_plot_out)
-    save_figure(plot_confusion(clusterer.assign(dev_images), pools.dev_labels, K, "dev images"),
-                args.confusion_plot_out)
+    save_figure(plot_confusion(clusterer.assign(dev_images), pools.dev_labels, pools.n_clusters,
+                               "dev images", K), args.confusion_plot_out)
 
     trained = [row for row in history if row["epoch"] > 0]
     timed = [row["seconds"] for row in trained]
     counts = clusterer.parameter_counts()
     info = {
         "method": cfg.method, "seed": kept["seed"], "epochs": trained[-1]["epoch"] if trained else 0,
-        "n_clusters": K, "n_train_images": len(train_images), "n_dev_images": len(dev_images),
+        "n_clusters": pools.n_clusters, "n_train_images": len(train_images), "n_dev_images": len(dev_images),
         "dev_accuracy": kept["dev_accuracy"],
         "train_largest_cluster": kept["train_largest_cluster"], "peer_conflicts": kept["peer_conflicts"],
         "code_information": kept["code_information"], "restart_choice": cfg.restart_choice,
@@ -189,7 +191,7 @@ def main(argv=None):
 
     chosen = (f", kept seed {kept['seed']} of {cfg.restarts} (restart_choice: {cfg.restart_choice})"
               if cfg.restarts > 1 else "")
-    print(f"cluster: {cfg.method} K={K} on {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
+    print(f"cluster: {cfg.method} K={pools.n_clusters} on {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
           f"{format_accuracy(kept['dev_accuracy'])} "
           f"-> {Path(args.model_out) / 'final.pt'} ({seconds:.1f} s)")
 

@@ -43,22 +43,25 @@ def checkpoint_path(folder, checkpoint) -> Path:
 def main(argv=None):
     args = stage_arguments(__doc__, ["prepared", "clusterer", "model-out", "metrics-out"], argv)
 
-    cfg = load_params(args.params).distill
+    params = load_params(args.params)
+    cfg = params.distill
     device = stage_device()
     teacher_path = checkpoint_path(args.clusterer, cfg.checkpoint)
     teacher = load_clusterer(teacher_path)
     train_images, train_idx, train_boards = load_given_images(args.prepared, "train")
     K = train_boards.n_digits
     dev_images, dev_idx, _ = load_given_images(args.prepared, "dev", K)
-    if teacher.n_clusters != K:
-        raise PipelineError(f"{teacher_path}: clusterer has {teacher.n_clusters} clusters but the "
-                            f"boards in {args.prepared} have {K} digits")
+    clusters = params.cluster.n_clusters(K)  # K' > K: surjective grounding
+    if teacher.n_clusters != clusters:
+        expected = (f"the boards in {args.prepared} have {K} digits" if clusters == K
+                    else f"'cluster.clusters' is {clusters}")
+        raise PipelineError(f"{teacher_path}: clusterer has {teacher.n_clusters} clusters but {expected}")
     dev_labels = load_image_labels(args.prepared, "dev", dev_idx)  # reporting only
 
     teacher_train = teacher.assign(train_images)
-    targets = mislabel(teacher_train, cfg.mislabel, K, cfg.seed) if cfg.mislabel else teacher_train
+    targets = mislabel(teacher_train, cfg.mislabel, clusters, cfg.seed) if cfg.mislabel else teacher_train
     if cfg.boundary_shift:
-        targets = shift_boundaries(train_images, targets, cfg.boundary_shift, K)
+        targets = shift_boundaries(train_images, targets, cfg.boundary_shift, clusters)
     teacher_dev = teacher.assign(dev_images)
 
     report = StageReport(args.metrics_out)
@@ -67,7 +70,7 @@ def main(argv=None):
         model, loss = teacher.as_reader(), None
     else:  # the paper: LeNet learns the clusters
         rng = seed_everything(cfg.seed)
-        model = lenet.LeNet(K).to(device)
+        model = lenet.LeNet(clusters).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         for epoch in tqdm(range(1, cfg.epochs + 1), desc="distill", unit="epoch"):
             start = time.perf_counter()
@@ -77,7 +80,7 @@ def main(argv=None):
             dev_pred = lenet.predict(model, dev_images)
             report.log_epoch(epoch, {"loss": loss,
                                      "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
-                                     "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"]})
+                                     "dev_accuracy": cluster_report(dev_pred, dev_labels, clusters, K)["accuracy"]})
     save_classifier(model.cpu(), args.model_out)
 
     train_pred = lenet.predict(model, train_images)
@@ -86,13 +89,13 @@ def main(argv=None):
     info = {
         "teacher": str(teacher_path), "mislabel": cfg.mislabel, "boundary_shift": cfg.boundary_shift,
         "classifier": cfg.classifier, "seed": cfg.seed,
-        "epochs": cfg.epochs if cfg.classifier == "lenet" else 0, "n_classes": K,
+        "epochs": cfg.epochs if cfg.classifier == "lenet" else 0, "n_classes": clusters,
         "n_train_images": len(train_images), "n_dev_images": len(dev_images),
         "final_loss": loss,
         "train_agreement": (train_pred == targets).float().mean().item(),
         "dev_agreement": (dev_pred == teacher_dev).float().mean().item(),
-        "dev_accuracy": cluster_report(dev_pred, dev_labels, K)["accuracy"],
-        "teacher_dev_accuracy": cluster_report(teacher_dev, dev_labels, K)["accuracy"],
+        "dev_accuracy": cluster_report(dev_pred, dev_labels, clusters, K)["accuracy"],
+        "teacher_dev_accuracy": cluster_report(teacher_dev, dev_labels, clusters, K)["accuracy"],
         "targets_moved": (targets != teacher_train).float().mean().item(),  # the ablation's corruption
         "classifier_parameters": lenet.count_parameters(model),
         "teacher_parameters": teacher_counts.get("total"),

@@ -15,6 +15,7 @@ in info.json's "intervals", keyed as the metrics file's figures.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -157,14 +158,23 @@ def grounding_scores(ground_model, test, solution, truth: dict, saved_perm: dict
     ground_model = ground_model.to(device)
     phase = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
     K, pool = test.n_digits, given_image_indices(test)
+    n_clusters = len(perm)  # K' > K: a many-to-one map, checked against the best onto one
     clusters = classify(ground_model.classifier.to(device), test.images[pool]).numpy()
     digits = truth["image_labels"][pool].long().numpy() - 1
-    true_perm = torch.from_numpy(best_matching(clusters, digits, K, K))
+    true_perm = torch.from_numpy(best_matching(clusters, digits, n_clusters, K))
     soft = saved_perm["soft_permutation"]
+
+    def right(mapping: torch.Tensor) -> bool:
+        """The map equals the true one; with more clusters than digits, on every cluster that
+        holds a test image (a cluster no image falls in carries no evidence either way)."""
+        used = torch.from_numpy(np.unique(clusters)) if n_clusters > K else torch.arange(K)
+        return bool(torch.equal(mapping[used], true_perm[used]))
+
     return {
-        "clustering_accuracy": clustering_accuracy(clusters, digits, K, K),
-        "permutation_correct": bool(torch.equal(perm, true_perm)),
-        "output_permutation_correct": bool(torch.equal(output_perm, true_perm)),
+        "clustering_accuracy": clustering_accuracy(clusters, digits, n_clusters, K),
+        "map_images_right": float((perm[torch.from_numpy(clusters)].numpy() == digits).mean()),
+        "permutation_correct": right(perm),
+        "output_permutation_correct": right(output_perm),
         "argmax_correct": bool(torch.equal(hard_permutation(soft, "argmax"), true_perm)),
         "hungarian_correct": bool(torch.equal(hard_permutation(soft, "hungarian"), true_perm)),
         "true_permutation": true_perm.tolist(),

@@ -15,6 +15,9 @@ or box peer whose output label is its digit (satground.solver.grounding.peer_lab
 loss's permutation is still found and reported beside it. With permutation: loss and no
 align_inputs (the rule-free configuration) the stage never reads the peer structure.
 
+With cluster.clusters K' above the K digits (surjective grounding, ours) SATNet speaks the K'
+clusters, P_hat is K' x K and its Hungarian reading the best map of the clusters onto the digits.
+
 P_hat maps SATNet's output encoding to digits. With ground.align_inputs (our addition, label
 free) the permutation is then moved to the classifier's encoding by the relabelling that
 SATNet's outputs show against their peer givens (satground.solver.grounding.align_to_inputs); it is
@@ -72,15 +75,16 @@ def main(argv=None):
         train, val = split_boards(boards, cfg.val_fraction, generator)
     except ValueError as exc:
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
-    classifier = load_classifier(args.classifier, K)
+    clusters = params.cluster.n_clusters(K)  # K' > K: SATNet speaks the clusters, mapped onto digits
+    classifier = load_classifier(args.classifier, clusters)
     freeze(classifier)
     solver = solver_from_params(boards.board_size, sat, zero_input_outputs=True,
-                                output_softmax=cfg.output_softmax)
+                                output_softmax=cfg.output_softmax, values=clusters)
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
 
     loss_fn = GroundingLoss(K, cfg.loss, cfg.approxmax, cfg.temperature, cfg.warmup_epochs,
-                            cfg.match_decay)
+                            cfg.match_decay, n_clusters=clusters)
 
     def evaluate() -> dict:
         """Validation read through the permutation of the loss's current estimate of P_hat."""

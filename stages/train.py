@@ -19,7 +19,8 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.solver.grounding import fold_into_classifier, fold_into_satnet, load_permutation
+from satground.solver.grounding import (fold_into_classifier, fold_into_satnet, is_permutation,
+                                        load_permutation, narrow_satnet)
 from satground.harness.io import PipelineError, save_all
 from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
 from satground.harness.params import load_params
@@ -45,23 +46,27 @@ def main(argv=None):
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
 
-    classifier = load_classifier(args.classifier, K)
-    fold_into_classifier(classifier, perm)
+    classifier = load_classifier(args.classifier, len(perm))
+    fold_into_classifier(classifier, perm)  # more clusters than digits: merged into the digits
     solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
-    # it working: train a fresh one instead.
+    # it working: train a fresh one instead. One that speaks more clusters than digits gives
+    # each digit its representative cluster's variables (narrow_satnet).
     from_ground = cfg.init_from_ground and torch.equal(perm, output_perm)
     if cfg.init_from_ground and not from_ground:
         print("train: the self-grounded SATNet numbers outputs unlike inputs; starting SATNet afresh")
     if from_ground:
         grounded = load_solver(args.ground, boards=train, kind="visual").solver
-        if (grounded.satnet.S.shape != solver.satnet.S.shape
-                or grounded.board_size != train.board_size):
+        if ((grounded.satnet.m, grounded.satnet.aux) != (solver.satnet.m, solver.satnet.aux)
+                or grounded.n_digits != len(perm)):
             raise PipelineError(f"{args.ground}: SATNet of shape {tuple(grounded.satnet.S.shape)} "
                                 f"does not match satnet.m/aux ({tuple(solver.satnet.S.shape)})")
-        solver.satnet.load_state_dict(grounded.satnet.state_dict())
-        fold_into_satnet(solver.satnet, perm, K)
+        if is_permutation(perm):
+            solver.satnet.load_state_dict(grounded.satnet.state_dict())
+            fold_into_satnet(solver.satnet, perm, K)
+        else:
+            narrow_satnet(grounded.satnet, solver.satnet, perm, saved["soft_permutation"])
     model = VisualSolver(classifier, solver).to(device)
     optimizer = torch.optim.Adam([
         {"params": solver.parameters(), "lr": sat.lr},

@@ -108,8 +108,11 @@ def test_gradients_are_finite_even_for_hard_predictions(kind):
 
 
 def test_bad_shapes_and_kind_are_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # fewer prediction columns than digits: no onto map
         symbol_grounding_loss(torch.rand(5, 3), torch.rand(5, 4))
+    with pytest.raises(ValueError):
+        symbol_grounding_loss(torch.rand(5, 4), torch.rand(6, 3))
+    assert symbol_grounding_loss(torch.rand(5, 4), torch.rand(5, 3))[1].shape == (4, 3)
     with pytest.raises(ValueError):
         symbol_grounding_loss(torch.rand(5, 3), torch.rand(5, 3), kind="mean")
 

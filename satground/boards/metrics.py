@@ -27,9 +27,34 @@ def confusion_matrix(clusters, labels, n_clusters: int, n_classes: int) -> np.nd
     return counts
 
 
+def onto_assignment(scores) -> np.ndarray:
+    """mapping (R,) int64 of the rows of scores (R, K), R >= K, onto the K columns: the map of
+    largest total score sum_r scores[r, mapping[r]] under which every column is some row's. With
+    R = K it is the Hungarian matching; with R > K (more clusters than classes: surjective
+    grounding) the best K distinct rows cover the columns one each and every other row takes its
+    best column. One linear assignment finds it: the K columns, plus R - K free slots in which
+    row r scores its row maximum."""
+    scores = np.asarray(scores, dtype=np.float64)
+    n_rows, n_cols = scores.shape
+    if n_rows < n_cols:
+        raise ValueError(f"an onto map needs at least as many rows as columns, got {n_rows} x {n_cols}")
+    if n_rows > n_cols:
+        free = np.repeat(scores.max(axis=1, keepdims=True), n_rows - n_cols, axis=1)
+        scores = np.concatenate([scores, free], axis=1)
+    rows, cols = linear_sum_assignment(scores, maximize=True)
+    mapping = np.empty(n_rows, dtype=np.int64)
+    mapping[rows] = cols
+    spare = mapping >= n_cols  # a free slot: the row's best column
+    mapping[spare] = scores[spare, :n_cols].argmax(axis=1)
+    return mapping
+
+
 def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
-    """mapping[c] = class matched to cluster c by the best one-to-one assignment."""
+    """mapping[c] = class matched to cluster c by the best one-to-one assignment; with more
+    clusters than classes, the best onto one (onto_assignment)."""
     counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
+    if n_clusters > n_classes:
+        return onto_assignment(counts)
     rows, cols = linear_sum_assignment(counts, maximize=True)
     mapping = np.full(n_clusters, -1, dtype=np.int64)
     mapping[rows] = cols
@@ -37,9 +62,12 @@ def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarr
 
 
 def clustering_accuracy(clusters, labels, n_clusters: int, n_classes: int | None = None) -> float:
-    """Fraction of items whose cluster maps to their class under the best one-to-one matching."""
+    """Fraction of items whose cluster maps to their class under the best one-to-one matching
+    (with more clusters than classes, the best onto map: best_matching)."""
     n_classes = n_clusters if n_classes is None else n_classes
     counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
+    if n_clusters > n_classes:
+        return float(counts[np.arange(n_clusters), onto_assignment(counts)].sum() / max(counts.sum(), 1))
     rows, cols = linear_sum_assignment(counts, maximize=True)
     return float(counts[rows, cols].sum() / max(counts.sum(), 1))
 
@@ -111,12 +139,14 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return frame.astype(object).map(cell).to_markdown(index=False, disable_numparse=True)
 
 
-def cluster_report(clusters: torch.Tensor, labels, n_clusters: int) -> dict[str, float]:
-    """Clustering accuracy (Hungarian; None without labels) and the largest cluster's share."""
+def cluster_report(clusters: torch.Tensor, labels, n_clusters: int,
+                   n_classes: int | None = None) -> dict[str, float]:
+    """Clustering accuracy (Hungarian, or onto with more clusters than the n_classes classes;
+    None without labels) and the largest cluster's share."""
     sizes = torch.bincount(clusters, minlength=n_clusters)
     report = {"largest_cluster_fraction": float(sizes.max()) / max(len(clusters), 1)}
     report["accuracy"] = (None if labels is None
-                          else clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters))
+                          else clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters, n_classes))
     return report
 
 

@@ -27,11 +27,14 @@ def plot_samples(grid: torch.Tensor, title: str = "InfoGAN samples: rows share a
     return fig
 
 
-def plot_confusion(clusters: torch.Tensor, labels, n_clusters: int, title: str):
-    """Clusters (rows, ordered by their matched digit) against true digits (columns).
+def plot_confusion(clusters: torch.Tensor, labels, n_clusters: int, title: str,
+                   n_classes: int | None = None):
+    """Clusters (rows, ordered by their matched digit) against true digits (columns); with more
+    clusters than the n_classes digits, matched by the best onto map.
 
     Without labels (no truth file) the figure shows the cluster sizes instead.
     """
+    n_classes = n_clusters if n_classes is None else n_classes
     if labels is None:
         fig, ax = plt.subplots(figsize=(5, 3))
         ax.bar(range(n_clusters), torch.bincount(clusters, minlength=n_clusters).numpy())
@@ -39,23 +42,24 @@ def plot_confusion(clusters: torch.Tensor, labels, n_clusters: int, title: str):
         ax.set_ylabel("images")
         ax.set_title(f"{title}: cluster sizes (no truth file, accuracy not reported)", fontsize=9)
         return fig
-    counts = confusion_matrix(clusters.numpy(), labels.numpy(), n_clusters, n_clusters)
-    mapping = best_matching(clusters.numpy(), labels.numpy(), n_clusters, n_clusters)
-    order = np.argsort(mapping)  # row k: the cluster matched to digit k+1
+    counts = confusion_matrix(clusters.numpy(), labels.numpy(), n_clusters, n_classes)
+    mapping = best_matching(clusters.numpy(), labels.numpy(), n_clusters, n_classes)
+    order = np.argsort(mapping, kind="stable")  # rows by matched digit
     counts = counts[order]
-    accuracy = clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters)
-    fig, ax = plt.subplots(figsize=(0.5 * n_clusters + 1.5, 0.5 * n_clusters + 1))
+    accuracy = clustering_accuracy(clusters.numpy(), labels.numpy(), n_clusters, n_classes)
+    fig, ax = plt.subplots(figsize=(0.5 * n_classes + 1.5, 0.5 * n_clusters + 1))
     ax.imshow(counts, cmap="Blues")
     for (r, c), v in np.ndenumerate(counts):
         if v:
             ax.text(c, r, str(v), ha="center", va="center", fontsize=6,
                     color="white" if v > counts.max() / 2 else "black")
-    ax.set_xticks(range(n_clusters), [str(d + 1) for d in range(n_clusters)])
+    ax.set_xticks(range(n_classes), [str(d + 1) for d in range(n_classes)])
     ax.set_yticks(range(n_clusters), [str(c) for c in order])
     ax.set_xlabel("true digit")
     ax.set_ylabel("cluster (ordered by matched digit)")
     ax.set_title(f"{title}: clustering accuracy {accuracy:.3f}", fontsize=9)
     return fig
+
 
 def plot_boards(boards: Boards, n_boards: int = 4):
     """Figure of the first boards: given cells show their image, blank cells the solution digit

@@ -123,6 +123,8 @@ class Cluster:
     method: str = knob("selflabel", "selflabel (images only; ours) | peers (images + Sudoku "
                        "cannot-links; ours, needs rule_aware) | umap | spectral | infogan (the paper's)",
                        choices=("peers", "selflabel", "umap", "spectral", "infogan"))
+    clusters: int = knob(0, "clusters of the given images: 0 = one a digit (the paper); more = surjective "
+                         "grounding (ours): `ground` maps them onto the digits, many to one", low=0, high=100)
     n_neighbors: int = knob(10, "peers, selflabel, umap, spectral: neighbours in the similarity graph",
                             low=2)
     peer_weight: float = knob(3.0, "peers: weight of the cannot-links against image similarity", low=0.0)
@@ -165,6 +167,10 @@ class Cluster:
                                "information on the training images, infogan only)",
                                choices=("peers", "agreement", "information"))
     seed: int | None = seed_knob("the clusterer's seed")
+
+    def n_clusters(self, n_digits: int) -> int:
+        """K': the clusters to make of images of `n_digits` digits."""
+        return self.clusters or n_digits
 
     def check(self, where: str) -> None:
         if self.restarts > 1 and self.restart_choice == "information" and self.method != "infogan":
@@ -449,6 +455,19 @@ class Params:
             if self.reread.keep_classifier:
                 raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
                                     f"needs 'distill.classifier: lenet'")
+        digits = self.data.board_size ** 2
+        if self.cluster.clusters and self.cluster.clusters < digits:
+            raise PipelineError(f"{where}: 'cluster.clusters' must be 0 or at least the {digits} digits, "
+                                f"got {self.cluster.clusters}")
+        if self.cluster.clusters > digits:
+            blocking = [setting for setting, on in (
+                ("distill.classifier: lenet", self.distill.classifier != "clusterer"),
+                ("ground.permutation: peers", self.ground.permutation != "loss"),
+                ("ground.align_inputs: true", self.ground.align_inputs)) if on]
+            if blocking:
+                raise PipelineError(f"{where}: 'cluster.clusters' above the {digits} digits (surjective "
+                                    f"grounding) needs the clusterer's reader and the loss's own map, "
+                                    f"not '{blocking[0]}'")
         if not self.rule_aware and self.rule_reading():
             setting, why = self.rule_reading()[0]
             raise PipelineError(f"{where}: '{setting}' reads the Sudoku rules ({why}), but "

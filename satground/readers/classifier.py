@@ -32,14 +32,15 @@ def save_classifier(model: nn.Module, path) -> None:
     save_torch(record, path)
 
 
-def load_classifier(path, n_digits: int | None = None) -> nn.Module:
+def load_classifier(path, n_classes: int | None = None) -> nn.Module:
     """Rebuild a classifier saved by save_classifier; one-line PipelineError when the file is
-    not one, or, given the boards' `n_digits`, when its classes are not their digits."""
+    not one, or, given `n_classes` (the boards' digits, or cluster.clusters), when it has not
+    that many classes."""
     ckpt = load_torch(path, "classifier model")
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "n_classes" not in ckpt:
         raise PipelineError(f"{path}: not a classifier model file (expected keys state_dict, n_classes)")
-    if type(ckpt["n_classes"]) is not int or ckpt["n_classes"] not in (4, 9):
-        raise PipelineError(f"{path}: 'n_classes' must be 4 or 9, got {ckpt['n_classes']!r}")
+    if type(ckpt["n_classes"]) is not int or not 2 <= ckpt["n_classes"] <= 100:
+        raise PipelineError(f"{path}: 'n_classes' must be an integer in [2, 100], got {ckpt['n_classes']!r}")
     reader = ckpt.get("reader")
     try:
         if reader is not None and not isinstance(reader, dict):
@@ -49,6 +50,7 @@ def load_classifier(path, n_digits: int | None = None) -> nn.Module:
     except (RuntimeError, TypeError, ValueError) as exc:
         raise PipelineError(f"{path}: classifier weights do not fit ({str(exc).splitlines()[0]})") from None
     check_finite_weights(model, path, "classifier model")
-    if n_digits is not None and model.n_classes != n_digits:
-        raise PipelineError(f"{path}: classifier has {model.n_classes} classes, boards have {n_digits} digits")
+    if n_classes is not None and model.n_classes != n_classes:
+        raise PipelineError(f"{path}: classifier has {model.n_classes} classes, the pipeline expects "
+                            f"{n_classes} (the boards' digits, or cluster.clusters)")
     return model

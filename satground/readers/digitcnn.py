@@ -150,18 +150,49 @@ class DigitReader(nn.Module):
     under `.train()`, so a later stage that trains around it (the proofreader) cannot move them.
 
     With `lenet` it also holds a LeNet (the end-to-end classifier, its weights loaded by the
-    caller) and averages two opinions, half and half: the CNNs' mean probability and the LeNet's."""
+    caller) and averages two opinions, half and half: the CNNs' mean probability and the LeNet's.
+
+    With `merge` (K',) the nets read K' clusters and the reader the n_classes digits they map
+    onto (surjective grounding, ours): a digit's probability is the sum of its clusters'."""
 
     def __init__(self, n_classes: int, n_nets: int = 3, width: int = 32, feature_dim: int = 128,
-                 lenet: bool = False):
+                 lenet: bool = False, merge: list[int] | None = None):
         super().__init__()
         self.n_classes = n_classes
         self.config = {"n_nets": n_nets, "width": width, "feature_dim": feature_dim}
         if lenet:  # only then: a reader without one saves as it did before the option
             self.config["lenet"] = True
-        self.nets = nn.ModuleList(DigitCNN(n_classes, width, feature_dim) for _ in range(n_nets))
-        self.lenet = LeNet(n_classes) if lenet else None
+        outputs = n_classes if merge is None else len(merge)
+        self.nets = nn.ModuleList(DigitCNN(outputs, width, feature_dim) for _ in range(n_nets))
+        self.lenet = LeNet(outputs) if lenet else None
+        self.merge = None
+        if merge is not None:
+            self._set_merge(torch.as_tensor(merge, dtype=torch.long), n_classes)
         self.train()  # the nets' batch norms in eval mode from the start
+
+    def _set_merge(self, merge: torch.Tensor, n_classes: int) -> None:
+        if merge.dim() != 1 or not torch.equal(torch.unique(merge), torch.arange(n_classes)):
+            raise ValueError(f"merge must map the nets' classes onto 0..{n_classes - 1}, "
+                             f"got {merge.tolist()}")
+        self.merge, self.n_classes = merge, n_classes
+        self.config["merge"] = merge.tolist()
+
+    def merge_classes(self, merge: torch.Tensor) -> None:
+        """Read digits from now on: merge (K',) maps each of the nets' K' classes onto one of
+        max(merge) + 1 digits, every digit some class's (a many-to-one grounding map)."""
+        if self.merge is not None:
+            raise ValueError("the reader's classes are merged already")
+        if len(merge) != self.n_classes:
+            raise ValueError(f"merge has {len(merge)} entries, the reader {self.n_classes} classes")
+        merge = torch.as_tensor(merge, dtype=torch.long).cpu()
+        self._set_merge(merge, int(merge.max()) + 1)
+
+    def merged(self, probs: torch.Tensor) -> torch.Tensor:
+        """(N, K') class probabilities -> (N, K) digit probabilities (unchanged without merge)."""
+        if self.merge is None:
+            return probs
+        total = probs.new_zeros(len(probs), self.n_classes)
+        return total.index_add(1, self.merge.to(probs.device), probs)
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -186,7 +217,7 @@ class DigitReader(nn.Module):
 
     def heads(self) -> "ReaderHeads":
         """The nets' output layers alone, reading `features` (shared: training them trains the reader)."""
-        return ReaderHeads([net.head for net in self.nets])
+        return ReaderHeads([net.head for net in self.nets], self.merged)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
@@ -194,18 +225,21 @@ class DigitReader(nn.Module):
         probs = torch.stack([F.softmax(net(x), dim=1) for net in self.nets]).mean(0)
         if self.lenet is not None:
             probs = (probs + F.softmax(self.lenet(images), dim=1)) / 2
-        return probs.clamp_min(1e-12).log()
+        return self.merged(probs).clamp_min(1e-12).log()
 
 
 class ReaderHeads(nn.Module):
     """A DigitReader's output layers on its nets' features (DigitReader.features): the same log
     mean probabilities as the reader, with the bodies read once (the tune epochs, ours)."""
 
-    def __init__(self, heads: list[nn.Linear]):
+    def __init__(self, heads: list[nn.Linear], merged=None):
         super().__init__()
         self.heads = nn.ModuleList(heads)
+        self.merged = merged  # the reader's merge of classes into digits (DigitReader.merged)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         chunks = features.chunk(len(self.heads), dim=1)
         probs = torch.stack([F.softmax(head(x), dim=1) for head, x in zip(self.heads, chunks)]).mean(0)
+        if self.merged is not None:
+            probs = self.merged(probs)
         return probs.clamp_min(1e-12).log()

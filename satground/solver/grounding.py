@@ -5,7 +5,10 @@ average it over an epoch and take the row-wise arg max as the hard permutation. 
 two clusters to one digit, so the Hungarian assignment (the best one-to-one matching of the
 same matrix) is offered beside it; both are reported.
 
-A mapping is stored as `perm` (K,) int64: perm[c] = 0-based digit index of cluster c.
+A mapping is stored as `perm` (K',) int64: perm[c] = 0-based digit index of cluster c. With as
+many clusters as digits (K' = K, the paper) it is a permutation; with more (surjective grounding,
+ours: `cluster.clusters`) it maps the K' clusters onto the K digits, every digit some cluster's,
+and P_hat is K' x K. Its Hungarian reading is then the best onto map (metrics.onto_assignment).
 
 P_hat only sees output cells, so it maps SATNet's *output* encoding to digits. Nothing in L_SG
 makes SATNet number its outputs as the classifier numbers its inputs: it can learn
@@ -31,6 +34,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from ..harness.io import PipelineError
+from ..boards.metrics import onto_assignment
 from ..boards.sudoku import peers
 
 ASSIGNMENTS = ("argmax", "hungarian")
@@ -40,10 +44,11 @@ PERMUTATION_SOURCES = ("loss", "peers")
 
 
 class PermutationAccumulator:
-    """Running mean of the per-batch P_hat matrices over one epoch."""
+    """Running mean of the per-batch P_hat matrices (K', K) over one epoch."""
 
-    def __init__(self, n_digits: int):
-        self.total = torch.zeros(n_digits, n_digits, dtype=torch.float64)
+    def __init__(self, n_clusters: int, n_digits: int | None = None):
+        self.total = torch.zeros(n_clusters, n_clusters if n_digits is None else n_digits,
+                                 dtype=torch.float64)
         self.count = 0
 
     def add(self, P: torch.Tensor) -> None:
@@ -57,9 +62,12 @@ class PermutationAccumulator:
 
 
 def hard_permutation(P: torch.Tensor, method: str = "argmax") -> torch.Tensor:
-    """perm (K,) int64 from a soft matrix P (K, K): row-wise arg max, or the Hungarian matching."""
+    """perm (K',) int64 from a soft matrix P (K', K): row-wise arg max, or the Hungarian matching
+    (K' = K; with K' > K the best onto map)."""
     if method == "argmax":
         return P.argmax(dim=1).long()
+    if method == "hungarian" and P.shape[0] > P.shape[1]:
+        return torch.from_numpy(onto_assignment(P.detach().cpu().double().numpy()))
     if method == "hungarian":
         rows, cols = linear_sum_assignment(P.detach().cpu().double().numpy(), maximize=True)
         perm = np.empty(len(rows), dtype=np.int64)
@@ -73,19 +81,30 @@ def is_permutation(perm: torch.Tensor) -> bool:
     return bool(torch.equal(torch.sort(perm).values, torch.arange(len(perm))))
 
 
-def permutation_matrix(perm: torch.Tensor) -> torch.Tensor:
-    """0/1 matrix M (K, K) with M[c, perm[c]] = 1, so that probs_cluster @ M = probs_digit."""
+def is_onto(perm: torch.Tensor, n_digits: int) -> bool:
+    """Whether perm (K',) maps 0..K'-1 onto 0..n_digits-1: a permutation when K' = n_digits."""
+    perm = torch.as_tensor(perm)
+    return bool(torch.equal(torch.unique(perm), torch.arange(n_digits)))
+
+
+def permutation_matrix(perm: torch.Tensor, n_digits: int | None = None) -> torch.Tensor:
+    """0/1 matrix M (K', K) with M[c, perm[c]] = 1, so that probs_cluster @ M = probs_digit."""
     perm = torch.as_tensor(perm, dtype=torch.long)
-    M = torch.zeros(len(perm), len(perm))
+    M = torch.zeros(len(perm), len(perm) if n_digits is None else n_digits)
     M[torch.arange(len(perm)), perm] = 1.0
     return M
 
 
-def relabel(probs: torch.Tensor, perm: torch.Tensor, n_digits: int) -> torch.Tensor:
-    """Per-cell blocks (B, C*K) from cluster encoding to digit encoding."""
+def relabel(probs: torch.Tensor, perm: torch.Tensor, n_digits: int, summed: bool = False) -> torch.Tensor:
+    """Per-cell blocks (B, C*K') from cluster encoding to digit encoding (B, C*K): each digit
+    the mean of its clusters' entries (SATNet's output columns of one digit's clusters each
+    estimate that digit), or with `summed` their sum (a classifier's probabilities); a
+    permutation just reorders."""
     B = probs.shape[0]
-    M = permutation_matrix(perm).to(probs)
-    return (probs.reshape(B, -1, n_digits) @ M).reshape(B, -1)
+    M = permutation_matrix(perm, n_digits).to(probs)
+    if not summed:
+        M = M / M.sum(dim=0).clamp_min(1.0)
+    return (probs.reshape(B, -1, len(perm)) @ M).reshape(B, -1)
 
 
 def peer_cooccurrence(clusters: torch.Tensor, is_input: torch.Tensor, board_size: int,
@@ -166,7 +185,7 @@ class PermutationChoice:
             self.chosen, self.output, self.P, source=self.source, from_loss=self.from_loss.tolist(),
             from_peers=listed(self.from_peers), peer_label_cooccurrence=listed(self.label_cooccurrence),
             assignment=self.assignment, argmax=self.argmax.tolist(), hungarian=self.hungarian.tolist(),
-            argmax_is_permutation=is_permutation(self.argmax), output_to_input=listed(self.rho),
+            argmax_is_permutation=is_onto(self.argmax, self.P.shape[1]), output_to_input=listed(self.rho),
             aligned_to_inputs=self.output_cooccurrence is not None,
             peer_cooccurrence=listed(self.output_cooccurrence), best_epoch=best_epoch)
 
@@ -175,7 +194,7 @@ class PermutationChoice:
         def same(a, b):
             return None if a is None else bool(torch.equal(a, b))
 
-        return {"argmax_is_permutation": is_permutation(self.argmax),
+        return {"argmax_is_permutation": is_onto(self.argmax, self.P.shape[1]),
                 "argmax_equals_hungarian": same(self.argmax, self.hungarian),
                 "outputs_numbered_like_inputs": same(self.rho, torch.arange(len(self.chosen))),
                 "loss_agrees_with_peers": same(self.from_peers, self.from_loss)}
@@ -185,12 +204,12 @@ def choose_permutation(P: torch.Tensor, assignment: str, source: str,
                        output_cooccurrence: torch.Tensor | None = None,
                        label_cooccurrence: torch.Tensor | None = None) -> PermutationChoice:
     """The permutation from P_hat read by `assignment`, falling back to the Hungarian matching
-    where arg max sends two clusters to one digit (folding needs a one-to-one map). Given SATNet's
+    where arg max leaves a digit without a cluster (folding needs an onto map). Given SATNet's
     `output_cooccurrence` with its peer givens (peer_cooccurrence), it is moved to the
     classifier's encoding (align_to_inputs). With source peers the permutation is instead the one
     of least `label_cooccurrence` (peer_label_permutation)."""
     argmax, hungarian = hard_permutation(P, "argmax"), hard_permutation(P, "hungarian")
-    used = "argmax" if assignment == "argmax" and is_permutation(argmax) else "hungarian"
+    used = "argmax" if assignment == "argmax" and is_onto(argmax, P.shape[1]) else "hungarian"
     output = argmax if used == "argmax" else hungarian
     from_loss, rho = output, None
     if output_cooccurrence is not None:
@@ -218,11 +237,17 @@ def fold_into_classifier(classifier: nn.Module, perm: torch.Tensor) -> None:
     """Permute the output units so that logit perm[c] of the new model is logit c of the old.
 
     The classifier then predicts digits (label encoding) instead of clusters; its predictions
-    are unchanged up to that relabelling. perm must be a permutation.
+    are unchanged up to that relabelling. A map of more clusters onto fewer digits (surjective
+    grounding) is kept by a CNN ensemble instead (DigitReader.merge_classes): a digit's
+    probability is then the sum of its clusters'.
     """
     perm = torch.as_tensor(perm, dtype=torch.long)
+    if hasattr(classifier, "merge_classes") and not is_permutation(perm):
+        classifier.merge_classes(perm)
+        return
     if not is_permutation(perm):
-        raise ValueError(f"cannot fold a mapping that is not a permutation: {perm.tolist()}")
+        raise ValueError(f"cannot fold a mapping that is not a permutation into "
+                         f"{type(classifier).__name__}: {perm.tolist()}")
     # a CNN ensemble (DigitReader) has an output layer per net; LeNet its last nn.Linear
     layers = classifier.output_layers() if hasattr(classifier, "output_layers") else [last_linear(classifier)]
     for layer in layers:
@@ -253,6 +278,30 @@ def fold_into_satnet(satnet: nn.Module, perm: torch.Tensor, n_digits: int) -> No
     S[1:n + 1] = rows[:, torch.argsort(perm).to(S.device)].reshape(n, -1)
 
 
+@torch.no_grad()
+def narrow_satnet(source: nn.Module, target: nn.Module, perm: torch.Tensor, soft: torch.Tensor) -> None:
+    """Start a digit-valued SATNet `target` (K values a cell) from the self-grounded `source`
+    that speaks K' > K clusters (surjective grounding): digit d's rows of S are those of its
+    representative cluster, the cluster c mapped to d (perm[c] = d) of largest P_hat[c, d]; the
+    truth row and the auxiliary rows are carried as they are. A digit's other clusters carry the
+    same rules (their output columns estimate the same digit), so nothing the rules need is lost.
+    """
+    perm = torch.as_tensor(perm, dtype=torch.long)
+    n_clusters, n_digits = soft.shape
+    if len(perm) != n_clusters or not is_onto(perm, n_digits):
+        raise ValueError(f"cannot narrow SATNet by a map that is not onto the digits: {perm.tolist()}")
+    if source.m != target.m or source.aux != target.aux or source.n // n_clusters != target.n // n_digits:
+        raise ValueError(f"SATNet of n={source.n}, m={source.m}, aux={source.aux} does not narrow to "
+                         f"n={target.n}, m={target.m}, aux={target.aux}")
+    score = torch.where(perm[:, None] == torch.arange(n_digits), soft.float(), torch.tensor(-1.0))
+    representative = score.argmax(dim=0)  # (K,): each digit's cluster
+    cells = target.n // n_digits
+    rows = (torch.arange(cells)[:, None] * n_clusters + representative).reshape(-1) + 1
+    keep = torch.cat([torch.zeros(1, dtype=torch.long), rows,
+                      torch.arange(source.n + 1, source.n + 1 + source.aux)])
+    target.S.copy_(source.S[keep.to(source.S.device)])
+
+
 # ---------------------------------------------------------------------------------------------
 # the permutation file (models/permutation.json): written by `ground`, read by `train`, `evaluate`
 
@@ -268,9 +317,10 @@ def permutation_record(permutation: torch.Tensor, output_permutation: torch.Tens
 
 
 def load_permutation(path, n_digits: int) -> dict:
-    """The record permutation_record wrote, with "permutation", "output_permutation" as long (K,)
-    and "soft_permutation" as float (K, K), each checked: two permutations of 0..K-1 and a finite
-    K x K matrix; one-line errors name the file. The other entries as saved."""
+    """The record permutation_record wrote, with "permutation", "output_permutation" as long (K',)
+    and "soft_permutation" as float (K', K), each checked: two maps of 0..K'-1 onto 0..K-1
+    (permutations when K' = K, the default; K' >= K is the file's) and a finite K' x K matrix;
+    one-line errors name the file. The other entries as saved."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: permutation not found (run the ground stage)")
@@ -282,15 +332,17 @@ def load_permutation(path, n_digits: int) -> dict:
     except (ValueError, KeyError, TypeError, AttributeError, RuntimeError) as exc:
         raise PipelineError(f"{path}: missing or unreadable permutation entry ({type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    n_clusters = max(n_digits, loaded["permutation"].numel())
     for key in ("permutation", "output_permutation"):
         perm = loaded[key]
         entries = saved[key] if isinstance(saved[key], list) else [saved[key]]
         if not all(type(x) is int for x in entries):  # torch.tensor would truncate 1.7 to 1
             raise PipelineError(f"{path}: '{key}' must hold integers, got {saved[key]}")
-        if perm.shape != (n_digits,) or not is_permutation(perm):
-            raise PipelineError(f"{path}: '{key}' must be a permutation of 0..{n_digits - 1}, "
-                                f"got {perm.tolist()}")
+        if perm.shape != (n_clusters,) or not is_onto(perm, n_digits):
+            what = (f"a permutation of 0..{n_digits - 1}" if n_clusters == n_digits else
+                    f"a map of {n_clusters} clusters onto 0..{n_digits - 1} (cluster.clusters)")
+            raise PipelineError(f"{path}: '{key}' must be {what}, got {perm.tolist()}")
     soft = loaded["soft_permutation"]
-    if soft.shape != (n_digits, n_digits) or not torch.isfinite(soft).all():
-        raise PipelineError(f"{path}: 'soft_permutation' must be a finite {n_digits}x{n_digits} matrix")
+    if soft.shape != (n_clusters, n_digits) or not torch.isfinite(soft).all():
+        raise PipelineError(f"{path}: 'soft_permutation' must be a finite {n_clusters}x{n_digits} matrix")
     return loaded

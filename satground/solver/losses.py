@@ -26,10 +26,12 @@ APPROXMAX = ("l2", "max", "softmax", "logsumexp")
 
 
 def soft_permutation(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """P_hat (K, K): P_hat[i, j] = exp(-BCE(target[:, j], pred[:, i])), pred/target (R, K)."""
-    if pred.dim() != 2 or pred.shape != target.shape:
-        raise ValueError(f"pred and target must both be (R, K), got {tuple(pred.shape)} "
-                         f"and {tuple(target.shape)}")
+    """P_hat (K', K): P_hat[i, j] = exp(-BCE(target[:, j], pred[:, i])), pred (R, K'), target
+    (R, K); K' = K but for surjective grounding (more clusters than digits)."""
+    if pred.dim() != 2 or target.dim() != 2 or pred.shape[0] != target.shape[0] \
+            or pred.shape[1] < target.shape[1]:
+        raise ValueError(f"pred and target must be (R, K') and (R, K), K' >= K, got "
+                         f"{tuple(pred.shape)} and {tuple(target.shape)}")
     # Like torch's binary_cross_entropy, keep log finite at 0/1 predictions (a confident wrong
     # one gives a large BCE, P_hat ~ 0); clamping before the log keeps its gradient finite too.
     tiny = torch.finfo(pred.dtype).tiny
@@ -137,7 +139,8 @@ class GroundingLoss:
     """
 
     def __init__(self, n_digits: int, form: str = "paper", approxmax: str = "l2",
-                 temperature: float = 0.1, warmup_epochs: int = 1, decay: float = 0.99):
+                 temperature: float = 0.1, warmup_epochs: int = 1, decay: float = 0.99,
+                 n_clusters: int | None = None):
         if form not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {form!r}")
         if approxmax not in APPROXMAX:
@@ -149,11 +152,12 @@ class GroundingLoss:
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"decay must be in [0, 1), got {decay}")
         self.n_digits, self.loss, self.approxmax = n_digits, form, approxmax
+        self.n_clusters = n_digits if n_clusters is None else n_clusters
         self.temperature, self.warmup_epochs, self.decay = temperature, int(warmup_epochs), decay
         self.epoch = 1  # the epoch being trained, from 1
         self.running: torch.Tensor | None = None  # float64 (K, K)
         self.batches = 0  # batches in the running mean (warm-up) or since the EMA started
-        self.accumulator = PermutationAccumulator(n_digits)
+        self.accumulator = PermutationAccumulator(self.n_clusters, n_digits)
         self.last_epoch_mean: torch.Tensor | None = None
 
     @property
@@ -164,7 +168,7 @@ class GroundingLoss:
     def end_epoch(self) -> torch.Tensor:
         """The finished epoch's mean P_hat; the next batch starts the next epoch."""
         self.last_epoch_mean = self.accumulator.mean()
-        self.accumulator = PermutationAccumulator(self.n_digits)
+        self.accumulator = PermutationAccumulator(self.n_clusters, self.n_digits)
         self.epoch += 1
         return self.last_epoch_mean
 
@@ -185,7 +189,7 @@ class GroundingLoss:
             self.running = self.decay * self.running + (1.0 - self.decay) * P
 
     def permutation(self) -> torch.Tensor:
-        """perm (K,) long: the Hungarian matching of the running P_hat."""
+        """perm (K',) long: the Hungarian matching of the running P_hat (K' > K: its best onto map)."""
         if self.running is None:
             raise ValueError("GroundingLoss: no batch seen yet")
         return hard_permutation(self.running, "hungarian")
@@ -205,9 +209,9 @@ class GroundingLoss:
         return loss, P
 
     def __call__(self, pred: torch.Tensor, batch) -> torch.Tensor:
-        K = self.n_digits
         cells = ((batch.labels > 0) & ~batch.is_input).reshape(-1)
-        loss, _ = self.compute(pred.reshape(-1, K)[cells], batch.target.reshape(-1, K)[cells])
+        loss, _ = self.compute(pred.reshape(-1, self.n_clusters)[cells],
+                               batch.target.reshape(-1, self.n_digits)[cells])
         return loss
 
     def state_dict(self) -> dict:

@@ -55,16 +55,17 @@ class SymbolicSolver(nn.Module):
 
     zero_input_outputs=True is the ungrounded model (ours); False the original SATNet.
     output_softmax applies a per-cell softmax to SATNet's outputs (the authors do this in the
-    self-grounded phase).
+    self-grounded phase). `values`: a cell's variables, the K digits unless the self-grounded
+    phase speaks K' > K clusters (surjective grounding, ours); `n_digits` is that count.
     """
 
     def __init__(self, board_size: int, m: int, aux: int, max_iter: int = 40,
                  zero_input_outputs: bool = True, output_softmax: bool = False,
                  proofreader: bool = False, backend: str = "auto", eps: float = 1e-4,
-                 backward_sweeps: int | None = None, k: int = 32):
+                 backward_sweeps: int | None = None, k: int = 32, values: int | None = None):
         super().__init__()
         self.board_size = board_size
-        self.n_digits = board_size ** 2
+        self.n_digits = board_size ** 2 if values is None else values
         self.n_cells = board_size ** 4
         self.output_softmax = output_softmax
         self.satnet = SATNet(self.n_cells * self.n_digits, m, aux, max_iter=max_iter, eps=eps,
@@ -130,10 +131,13 @@ def add_trainable_proofreader(model: nn.Module) -> Proofreader:
 
 def solver_config(solver: SymbolicSolver) -> dict:
     sat = solver.satnet
-    return {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "k": sat.k,
-            "max_iter": sat.max_iter, "eps": sat.eps,
-            "zero_input_outputs": sat.zero_input_outputs, "output_softmax": solver.output_softmax,
-            "proofreader": solver.proofreader is not None}
+    config = {"board_size": solver.board_size, "m": sat.m, "aux": sat.aux, "k": sat.k,
+              "max_iter": sat.max_iter, "eps": sat.eps,
+              "zero_input_outputs": sat.zero_input_outputs, "output_softmax": solver.output_softmax,
+              "proofreader": solver.proofreader is not None}
+    if solver.n_digits != solver.board_size ** 2:  # a cluster-valued SATNet (surjective grounding)
+        config["values"] = solver.n_digits
+    return config
 
 
 def checkpoint(model: nn.Module) -> dict:
@@ -150,7 +154,7 @@ def checkpoint(model: nn.Module) -> dict:
 
 def solver_from_params(board_size: int, sat, **options) -> SymbolicSolver:
     """A fresh SymbolicSolver sized and run as the `satnet` params section says (m, aux, k,
-    max_iter, eps, backward_sweeps); `options`: zero_input_outputs, output_softmax."""
+    max_iter, eps, backward_sweeps); `options`: zero_input_outputs, output_softmax, values."""
     return SymbolicSolver(board_size, sat.m, sat.aux, sat.max_iter, eps=sat.eps,
                           backward_sweeps=sat.backward_sweeps, k=sat.k, **options)
 
@@ -195,7 +199,7 @@ _CONFIG = {"board_size": (int, lambda v: v in (2, 3), "2 or 3"), "m": (int, lamb
            "max_iter": (int, lambda v: v >= 1, ">= 1"),
            "eps": (float, lambda v: 0 <= v <= 0.5, "in [0, 0.5]"),  # satnet.eps's bounds
            "zero_input_outputs": (bool, None, ""), "output_softmax": (bool, None, ""),
-           "proofreader": (bool, None, "")}
+           "proofreader": (bool, None, ""), "values": (int, lambda v: 2 <= v <= 100, "in [2, 100]")}
 
 
 def _check_config(saved: dict, path) -> None:
@@ -209,7 +213,12 @@ def _check_config(saved: dict, path) -> None:
         if type(value) is not kind or (ok is not None and not ok(value)):
             raise PipelineError(f"{path}: solver config '{key}' must be {kind.__name__}"
                                 f"{' ' + what if what else ''}, got {value!r}")
-    if saved["kind"] == "visual" and saved.get("n_classes") != config["board_size"] ** 2:
-        raise PipelineError(f"{path}: 'n_classes' must be {config['board_size'] ** 2} for "
-                            f"{config['board_size'] ** 2}x{config['board_size'] ** 2} boards, got "
+    values = config.get("values", config["board_size"] ** 2)
+    if values < config["board_size"] ** 2:
+        raise PipelineError(f"{path}: solver config 'values' must be at least the "
+                            f"{config['board_size'] ** 2} digits, got {values}")
+    if saved["kind"] == "visual" and saved.get("n_classes") != values:
+        raise PipelineError(f"{path}: 'n_classes' must be {values} for "
+                            f"{config['board_size'] ** 2}x{config['board_size'] ** 2} boards"
+                            f"{'' if 'values' not in config else ' of that many values a cell'}, got "
                             f"{saved.get('n_classes')!r}")

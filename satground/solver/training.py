@@ -142,10 +142,12 @@ def predict(model: nn.Module, boards: Boards, batch_size: int, device: torch.dev
     return torch.cat(out)
 
 
-def predicted_digits(probs: torch.Tensor, n_digits: int, perm: torch.Tensor | None = None):
-    """(N, C) digits 1..K by per-cell arg max; `perm` first relabels clusters to digits."""
+def predicted_digits(probs: torch.Tensor, n_digits: int, perm: torch.Tensor | None = None,
+                     summed: bool = False):
+    """(N, C) digits 1..K by per-cell arg max; `perm` first relabels clusters to digits (a digit
+    scores the mean of its clusters' entries, or their sum for a classifier's probabilities)."""
     if perm is not None:
-        probs = relabel(probs, perm, n_digits)
+        probs = relabel(probs, perm, n_digits, summed)
     return probs.reshape(probs.shape[0], -1, n_digits).argmax(dim=2) + 1
 
 
@@ -188,10 +190,9 @@ def solution_digits(model: nn.Module, boards: Boards, batch_size: int, device: t
     visual = isinstance(model, VisualSolver)
     with readings_once(model, boards) if visual else nullcontext((boards,)) as (boards,):
         probs = predict(model, boards, batch_size, device)
-    digits = predicted_digits(probs, boards.n_digits, perm)
-    if output_perm is not None:
-        digits = torch.where(boards.is_input, digits, predicted_digits(probs, boards.n_digits, output_perm))
-    return digits
+    given = predicted_digits(probs, boards.n_digits, perm, summed=True)  # the classifier's probabilities
+    outputs = predicted_digits(probs, boards.n_digits, perm if output_perm is None else output_perm)
+    return torch.where(boards.is_input, given, outputs)
 
 
 def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, batch_size: int,
