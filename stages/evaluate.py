@@ -175,8 +175,8 @@ def grounding_scores(ground_model, test, solution, truth: dict, saved_perm: dict
         "map_images_right": float((perm[torch.from_numpy(clusters)].numpy() == digits).mean()),
         "permutation_correct": right(perm),
         "output_permutation_correct": right(output_perm),
-        "argmax_correct": bool(torch.equal(hard_permutation(soft, "argmax"), true_perm)),
-        "hungarian_correct": bool(torch.equal(hard_permutation(soft, "hungarian"), true_perm)),
+        "argmax_correct": right(hard_permutation(soft, "argmax")),
+        "hungarian_correct": right(hard_permutation(soft, "hungarian")),
         "true_permutation": true_perm.tolist(),
         **{f"phase_{k}": v for k, v in phase.items()},
     }
