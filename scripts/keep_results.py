@@ -117,7 +117,7 @@ def summary(root: Path, run: dict) -> str:
 
     cluster, distill, ground, prepare = info("cluster"), info("distill"), info("ground"), info("prepare")
     phase = info("evaluate")["grounding"]
-    K = cluster["n_clusters"]
+    K, clusters = prepare["board_size"] ** 2, cluster["n_clusters"]
     wall = run.get("wall_seconds")
     lines = [
         f"# Run record `{run['record']}`: profile `{run['profile']}`",
@@ -126,7 +126,8 @@ def summary(root: Path, run: dict) -> str:
         + (f"`dvc repro` wall time {int(wall // 60)} min {wall % 60:.0f} s, peak RSS "
            f"{run['peak_rss_mb'] / 1024:.2f} GB." if wall is not None else "wall time not recorded."),
         f"{prepare['n_train']} training / {prepare.get('n_dev', 0)} dev / {prepare['n_test']} test boards, {K} digits "
-        f"({prepare['image_source']} images). Written by `python scripts/keep_results.py`.",
+        + (f"in {clusters} clusters (surjective grounding) " if clusters != K else "")
+        + f"({prepare['image_source']} images). Written by `python scripts/keep_results.py`.",
         *([f"SATNet's kernel in `train`: {kernel}."] if (kernel := train_kernel(metrics)) else []),
         "",
         "## Test boards",
@@ -145,7 +146,8 @@ def summary(root: Path, run: dict) -> str:
         f"| grounding phase, blank cells (chance {100 / K:.1f} %) | {pct(ground['val_blank_cells'])} % "
         f"validation (best epoch {ground['best_epoch']} of {ground['epochs_run']}), "
         f"{pct(phase['phase_output_cell_accuracy'])} % test |",
-        f"| cluster -> digit permutation | {'right' if phase['permutation_correct'] else 'WRONG'} "
+        f"| cluster -> digit {'permutation' if clusters == K else 'map'} "
+        f"| {'right' if phase['permutation_correct'] else 'WRONG'} "
         f"(Hungarian {'right' if phase['hungarian_correct'] else 'wrong'}, authors' arg max "
         f"{'right' if phase['argmax_correct'] else 'wrong'}) |",
         "",
