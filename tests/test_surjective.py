@@ -278,3 +278,14 @@ def test_narrowing_gives_each_digit_its_representative_clusters_rows():
     assert torch.equal(target.S[0], source.S[0]) and torch.equal(target.S[-2:], source.S[-2:])
     with pytest.raises(ValueError):
         narrow_satnet(source, SATNet(cells * 3, 5, 2), perm, soft)
+
+
+def test_the_map_plot_has_a_row_a_cluster_and_a_column_a_digit():
+    import matplotlib.pyplot as plt
+    from satground.boards.plots import plot_permutation
+
+    fig = plot_permutation(torch.rand(6, 4), torch.tensor([3, 2, 0, 1, 2, 1]))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [str(c) for c in range(6)]
+    plt.close(fig)

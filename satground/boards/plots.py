@@ -92,14 +92,15 @@ def plot_boards(boards: Boards, n_boards: int = 4):
     return fig
 
 def plot_permutation(P: torch.Tensor, perm: torch.Tensor):
-    K = P.shape[0]
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * K, 1.0 + 0.45 * K))
+    """P_hat (K' clusters x K digits; K' > K with surjective grounding) and the map read off it."""
+    n_clusters, K = P.shape
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * K, 1.0 + 0.45 * n_clusters))
     # scaled to the data: P_hat's entries sit close together (a flat square from a 0 floor)
     low, high = float(P.min()), float(P.max())
     image = ax.imshow(P.numpy(), cmap="viridis", vmin=low, vmax=max(high, low + 1e-6))
-    ax.scatter(perm.numpy(), range(K), marker="x", color="red", s=30, label="hard permutation")
+    ax.scatter(perm.numpy(), range(n_clusters), marker="x", color="red", s=30, label="hard permutation")
     ax.set_xticks(range(K), [str(d + 1) for d in range(K)])
-    ax.set_yticks(range(K), [str(c) for c in range(K)])
+    ax.set_yticks(range(n_clusters), [str(c) for c in range(n_clusters)])
     ax.set_xlabel("digit (label encoding)")
     ax.set_ylabel("cluster (pre-trained encoding)")
     ax.set_title("Soft permutation P_hat (epoch mean)", fontsize=9)
