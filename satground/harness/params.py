@@ -123,7 +123,7 @@ class Cluster:
     method: str = knob("selflabel", "selflabel (images only; ours) | peers (images + Sudoku "
                        "cannot-links; ours, needs rule_aware) | umap | spectral | infogan (the paper's)",
                        choices=("peers", "selflabel", "umap", "spectral", "infogan"))
-    clusters: int = knob(0, "clusters of the given images: 0 = one a digit (the paper); more = surjective "
+    clusters: int = knob(0, "clusters of the given images: 0 = one per digit (the paper); more = surjective "
                          "grounding (ours): `ground` maps them onto the digits, many to one", low=0, high=100)
     n_neighbors: int = knob(10, "peers, selflabel, umap, spectral: neighbours in the similarity graph",
                             low=2)
