@@ -82,6 +82,23 @@ def test_a_reader_with_a_lenet_half_reads_it_in_views_too():
         torch.testing.assert_close(ReaderViews(reader, 5)(images).exp(), expected, atol=1e-6, rtol=1e-5)
 
 
+def test_a_merged_reader_read_in_views_gives_digits_summed_over_their_clusters():
+    """Surjective grounding (`cluster.clusters` > 9): twelve clusters onto nine digits. The views
+    must merge as the reader does: one view is its own reading, five a digit's summed clusters."""
+    torch.manual_seed(3)
+    merge = [4, 2, 7, 8, 0, 1, 3, 6, 6, 7, 5, 1]
+    reader = DigitReader(9, n_nets=2, width=8, feature_dim=16, merge=merge).eval()
+    images = digits()
+    with torch.no_grad():
+        torch.testing.assert_close(ReaderViews(reader, 1)(images), reader(images), atol=1e-5, rtol=1e-5)
+        clusters = ReaderViews(DigitReader(12, n_nets=2, width=8, feature_dim=16).eval(), 5)
+        clusters.reader.nets.load_state_dict(reader.nets.state_dict())
+        expected = torch.zeros(len(images), 9).index_add(1, torch.tensor(merge), clusters(images).exp())
+        got = ReaderViews(reader, 5)(images).exp()
+    assert got.shape == (len(images), 9)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+
+
 def test_views_must_be_a_known_count():
     with pytest.raises(ValueError):
         ReaderViews(LeNet(9), 8)

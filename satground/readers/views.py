@@ -64,6 +64,7 @@ class ReaderViews(nn.Module):
                                  for net in self.reader.nets]).mean(0)
             if self.reader.lenet is not None:  # its half of the opinion, read as LeNet reads
                 probs = (probs + mean_over_views(self.reader.lenet, x, self.views)) / 2
+            probs = self.reader.merged(probs)  # a surjective map's clusters summed into digits
         else:
             probs = mean_over_views(self.reader, x, self.views)
         return probs.clamp_min(1e-12).log()
