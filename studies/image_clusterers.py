@@ -141,8 +141,9 @@ def run_simclr(train, held_out, k, seed, epochs=40, batch=256, tau=0.2):
 
 def run_selflabel(train, held_out, k, seed):
     from satground.clustering.selflabel import SelfLabelClusterer
+    from satground.harness.params import Cluster
 
-    model = SelfLabelClusterer.fit(train, k, seed=seed)
+    model = SelfLabelClusterer.fit(train, k, seed=seed, cfg=Cluster(rounds=2, n_nets=3))
     return model.assign(train).numpy(), model.assign(held_out).numpy()
 
 

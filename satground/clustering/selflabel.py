@@ -56,14 +56,6 @@ def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_componen
     return mixture.predict(emb)
 
 
-# the params' cluster keys -> fit's arguments (besides the augment section's)
-SETTINGS = {"umap_runs": "umap_runs", "min_agreement": "min_agreement", "pca_components": "n_components",
-            "n_neighbors": "n_neighbors", "umap_dim": "umap_dim", "n_nets": "n_nets",
-            "cnn_epochs": "epochs", "cnn_batch_size": "batch_size", "cnn_lr": "lr",
-            "cnn_width": "width", "cnn_features": "feature_dim", "rounds": "rounds",
-            "confidence": "confidence"}
-
-
 class SelfLabelClusterer:
     """Deskew -> consensus of UMAP + GMM runs -> CNN ensemble trained on those clusters."""
 
@@ -77,15 +69,15 @@ class SelfLabelClusterer:
             net.eval()
 
     @classmethod
-    def fit(cls, images: torch.Tensor, n_clusters: int, seed: int = 0, umap_runs: int = 3,
-            min_agreement: float = 1.0, n_components: int = 50, n_neighbors: int = 10,
-            umap_dim: int = 10, n_nets: int = 3, epochs: int = 10, batch_size: int = 128,
-            lr: float = 1e-3, rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
-            width: int = 32, feature_dim: int = 128, rounds: int = 2, confidence: float = 0.9):
-        """images: uint8 (N, 28, 28); no labels. Settings are described in the module docstring
-        and the study (docs/image-clustering.md)."""
-        if min(umap_runs, n_nets, rounds, epochs) < 1:
-            raise ValueError("umap_runs, n_nets, rounds and epochs must each be at least 1")
+    def fit(cls, images: torch.Tensor, n_clusters: int, seed: int = 0, cfg=None) -> "SelfLabelClusterer":
+        """images: uint8 (N, 28, 28); no labels. `cfg` is the params' cluster section
+        (satground.harness.params.Cluster, the default run's values when None): the schema owns
+        every setting, its meaning and its bounds; the steps are the module docstring's."""
+        if cfg is None:
+            from ..harness.params import Cluster
+            cfg = Cluster()
+        if min(cfg.umap_runs, cfg.n_nets, cfg.rounds, cfg.cnn_epochs) < 1:
+            raise ValueError("umap_runs, n_nets, rounds and cnn_epochs must each be at least 1")
         workers = torch.get_num_threads()  # the CNNs train side by side, each on one thread
         torch.set_num_threads(1)
         random.seed(seed)
@@ -96,47 +88,47 @@ class SelfLabelClusterer:
 
         # Step 2: several embeddings vote; the first run's cluster numbers are the reference.
         runs = []
-        for r in range(umap_runs):
-            labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, n_components,
-                                       n_neighbors, umap_dim)
+        for r in range(cfg.umap_runs):
+            labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, cfg.pca_components,
+                                       cfg.n_neighbors, cfg.umap_dim)
             # relabel each later run to its best match with the first
             runs.append(labels if not runs else best_matching(labels, runs[0], n_clusters, n_clusters)[labels])
         votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
         target = torch.from_numpy(votes.argmax(1).astype(np.int64))
-        agreed = torch.from_numpy(votes.max(1) >= math.ceil(min_agreement * umap_runs - 1e-9))
+        agreed = torch.from_numpy(votes.max(1) >= math.ceil(cfg.min_agreement * cfg.umap_runs - 1e-9))
         train_idx = torch.nonzero(agreed).squeeze(1)
 
         # Step 3: each net starts from its own seed and sees its own augmentation draws. Later
         # rounds retrain on the previous ensemble's argmax where its mean probability is at least
         # `confidence`: the ensemble's labels are cleaner than the embedding's.
-        for rnd in range(rounds):
+        for rnd in range(cfg.rounds):
             if rnd > 0:
                 probs = mean_softmax(nets, x, n_clusters)
                 conf, target = probs.max(dim=1)
-                train_idx = torch.nonzero(conf >= confidence).squeeze(1)
+                train_idx = torch.nonzero(conf >= cfg.confidence).squeeze(1)
                 if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
                     train_idx = torch.arange(len(x))
             nets = train_digit_cnns(x, target, train_idx, n_clusters,
-                                    [seed * 1000 + 100 * (rnd + 1) + m for m in range(n_nets)], epochs,
-                                    workers, batch_size=batch_size, lr=lr, rotation=rotation,
-                                    scale=scale, shift=shift, width=width, feature_dim=feature_dim)
-        config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": umap_runs,
-                  "min_agreement": min_agreement, "n_components": n_components,
-                  "n_neighbors": n_neighbors, "umap_dim": umap_dim, "n_nets": n_nets,
-                  "epochs": epochs, "batch_size": batch_size, "lr": lr, "rotation": rotation,
-                  "scale": scale, "shift": shift, "width": width, "feature_dim": feature_dim,
-                  "rounds": rounds, "confidence": confidence}
+                                    [seed * 1000 + 100 * (rnd + 1) + m for m in range(cfg.n_nets)],
+                                    cfg.cnn_epochs, workers, batch_size=cfg.cnn_batch_size, lr=cfg.cnn_lr,
+                                    rotation=cfg.augment.rotation, scale=cfg.augment.scale,
+                                    shift=cfg.augment.shift, width=cfg.cnn_width,
+                                    feature_dim=cfg.cnn_features)
+        config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": cfg.umap_runs,
+                  "min_agreement": cfg.min_agreement, "n_components": cfg.pca_components,
+                  "n_neighbors": cfg.n_neighbors, "umap_dim": cfg.umap_dim, "n_nets": cfg.n_nets,
+                  "epochs": cfg.cnn_epochs, "batch_size": cfg.cnn_batch_size, "lr": cfg.cnn_lr,
+                  "rotation": cfg.augment.rotation, "scale": cfg.augment.scale,
+                  "shift": cfg.augment.shift, "width": cfg.cnn_width, "feature_dim": cfg.cnn_features,
+                  "rounds": cfg.rounds, "confidence": cfg.confidence}
         return cls(config, nets)
 
     @classmethod
     def from_settings(cls, images: torch.Tensor, n_clusters: int, seed: int, cfg, cannot_link=None,
                       device=None, on_epoch=None) -> "SelfLabelClusterer":
-        """The registry's fit (satground.clustering): cfg is the params' cluster section, every
-        setting of `fit` taken from it (SETTINGS); the cannot-links are not read: the method sees
-        images only."""
-        settings = {arg: getattr(cfg, key) for key, arg in SETTINGS.items()}
-        return cls.fit(images, n_clusters, seed=seed, **settings, rotation=cfg.augment.rotation,
-                       scale=cfg.augment.scale, shift=cfg.augment.shift)
+        """The registry's fit (satground.clustering): `fit` with the params' cluster section; the
+        cannot-links are not read: the method sees images only."""
+        return cls.fit(images, n_clusters, seed, cfg)
 
     def sample_grid(self, images: torch.Tensor):
         """Training images of each cluster, one row per cluster."""
