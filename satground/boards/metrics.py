@@ -50,13 +50,17 @@ def onto_assignment(scores) -> np.ndarray:
 
 
 def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
-    """mapping[c] = class matched to cluster c by the best one-to-one assignment; with more
-    clusters than classes, the best onto one (onto_assignment)."""
-    counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
-    if n_clusters > n_classes:
+    """mapping[c] = class matched to cluster c by the best one-to-one assignment (-1: a cluster
+    left unmatched, with fewer classes than clusters never); with more clusters than classes,
+    the best onto one (onto_assignment)."""
+    return _matching(confusion_matrix(clusters, labels, n_clusters, n_classes))
+
+
+def _matching(counts: np.ndarray) -> np.ndarray:
+    if counts.shape[0] > counts.shape[1]:
         return onto_assignment(counts)
     rows, cols = linear_sum_assignment(counts, maximize=True)
-    mapping = np.full(n_clusters, -1, dtype=np.int64)
+    mapping = np.full(counts.shape[0], -1, dtype=np.int64)
     mapping[rows] = cols
     return mapping
 
@@ -64,12 +68,10 @@ def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarr
 def clustering_accuracy(clusters, labels, n_clusters: int, n_classes: int | None = None) -> float:
     """Fraction of items whose cluster maps to their class under the best one-to-one matching
     (with more clusters than classes, the best onto map: best_matching)."""
-    n_classes = n_clusters if n_classes is None else n_classes
-    counts = confusion_matrix(clusters, labels, n_clusters, n_classes)
-    if n_clusters > n_classes:
-        return float(counts[np.arange(n_clusters), onto_assignment(counts)].sum() / max(counts.sum(), 1))
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    return float(counts[rows, cols].sum() / max(counts.sum(), 1))
+    counts = confusion_matrix(clusters, labels, n_clusters, n_clusters if n_classes is None else n_classes)
+    mapping = _matching(counts)
+    matched = np.flatnonzero(mapping >= 0)
+    return float(counts[matched, mapping[matched]].sum() / max(counts.sum(), 1))
 
 
 def board_metrics(pred: torch.Tensor, solution: torch.Tensor, is_input: torch.Tensor,
