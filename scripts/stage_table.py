@@ -65,13 +65,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="record folders, or profile folders with seeds/")
     args = parser.parse_args(argv)
-    print(table(args.folders), end="")
+    try:
+        print(table(args.folders), end="")
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(main())

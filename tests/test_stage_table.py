@@ -34,11 +34,13 @@ def test_a_column_of_seeds_is_their_mean_and_spread(tmp_path):
     assert "2 records, 2 cores, a CPU, commit abc1234, def5678" in text.splitlines()[0]
 
 
-def test_a_column_mixing_cpus_is_refused(tmp_path):
+def test_a_column_mixing_cpus_is_refused(tmp_path, capsys):
     base = tmp_path / "results" / "prof"
     record(base, {"train": 300.0})
     record(base / "seeds" / "seed1", {"train": 600.0}, machine="2 cores, another CPU")
     with pytest.raises(PipelineError, match="different CPUs"):
         stage_table.table([base])
+    assert stage_table.main([str(base)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1  # one line, naming the folder
     single = stage_table.table([base / "seeds" / "seed1"])  # each record alone is a column
     assert "| 600 (100 %) |" in single
