@@ -17,7 +17,7 @@ from pathlib import Path
 from satground.harness.io import PipelineError
 from satground.harness.records import read_record, seed_folders
 
-# the pipeline's order (dvc.yaml), the column's stages read in it
+# the pipeline's order, for the rows; a stage not named here still counts, after these
 ORDER = ("prepare", "cluster", "distill", "ground", "train", "reread", "proofread", "baseline_grounded",
          "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate")
 
@@ -35,9 +35,13 @@ def column(folder: Path) -> dict:
     if len(machines) > 1:
         raise PipelineError(f"{folder}: its records ran on different CPUs ({'; '.join(sorted(machines))}); "
                             f"give each as a column of its own")
-    seconds = {stage: [run.seconds.get(stage, 0.0) for run in runs] for stage in ORDER}
     return {"folder": folder, "machine": machines.pop(), "records": len(runs),
-            "commits": sorted({(run.run or {}).get("commit", "?") for run in runs}), "seconds": seconds}
+            "commits": sorted({(run.run or {}).get("commit", "?") for run in runs}),
+            "runs": [run.seconds for run in runs]}
+
+
+def pipeline_order(stage: str) -> tuple:
+    return (ORDER.index(stage) if stage in ORDER else len(ORDER), stage)
 
 
 def cell(values: list[float], total: float) -> str:
@@ -48,7 +52,10 @@ def cell(values: list[float], total: float) -> str:
 
 def table(folders: list[Path]) -> str:
     columns = [column(folder) for folder in folders]
-    stages = [s for s in ORDER if any(max(c["seconds"][s]) > 0 for c in columns)]
+    ran = {stage for c in columns for run in c["runs"] for stage, seconds in run.items() if seconds > 0}
+    stages = sorted(ran, key=pipeline_order)
+    for c in columns:  # a stage a record did not run (or time) counts 0 s in it
+        c["seconds"] = {stage: [run.get(stage, 0.0) for run in c["runs"]] for stage in stages}
     totals = [sum(statistics.mean(c["seconds"][s]) for s in stages) for c in columns]
     head = ["| stage, seconds (share) |"] + [
         f" `{c['folder']}`: {c['records']} record{'s' * (c['records'] > 1)}, {c['machine']}, "

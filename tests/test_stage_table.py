@@ -34,6 +34,15 @@ def test_a_column_of_seeds_is_their_mean_and_spread(tmp_path):
     assert "2 records, 2 cores, a CPU, commit abc1234, def5678" in text.splitlines()[0]
 
 
+def test_a_stage_the_table_does_not_name_still_counts(tmp_path):
+    """A stage added to the pipeline later is a row after the known ones, in the sum too."""
+    base = tmp_path / "results" / "prof"
+    record(base, {"new_stage": 50.0, "train": 150.0})
+    rows = [line.split(" | ")[0].strip("| ") for line in stage_table.table([base]).splitlines()[2:]]
+    assert rows == ["train", "new_stage", "every stage"]
+    assert "| 200 |" in stage_table.table([base]).splitlines()[-1]
+
+
 def test_a_column_mixing_cpus_is_refused(tmp_path, capsys):
     base = tmp_path / "results" / "prof"
     record(base, {"train": 300.0})
