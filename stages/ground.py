@@ -7,7 +7,8 @@ warm-up epoch of the paper's form and, unlike it, is minimised at a permutation 
 too. After each epoch the loss's estimate of P_hat (the epoch's mean for the paper's form, the
 running P_hat for matched) gives the current hard permutation, and the per-cell accuracy of
 held-out training boards (output cells, read through that permutation) decides early stopping.
-Input-cell labels are never read.
+Input-cell labels are never read. The info keeps the permutation read after every epoch and the
+epoch from which it no longer changed (the stage's budget).
 
 With ground.permutation: peers (ours, label free) the permutation folded into the classifier
 comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
@@ -29,8 +30,8 @@ import torch
 
 from satground.readers.classifier import load_classifier
 from satground.boards.data import load_boards
-from satground.solver.grounding import (choose_permutation, hard_permutation, is_permutation,
-                                        peer_cooccurrence, peer_label_cooccurrence)
+from satground.solver.grounding import (PermutationHistory, choose_permutation, hard_permutation,
+                                        is_permutation, peer_cooccurrence, peer_label_cooccurrence)
 from satground.harness.io import PipelineError, save_all, save_figure
 from satground.readers.lenet import predict as classify
 from satground.solver.losses import GroundingLoss
@@ -86,12 +87,15 @@ def main(argv=None):
     loss_fn = GroundingLoss(K, cfg.loss, cfg.approxmax, cfg.temperature, cfg.warmup_epochs,
                             cfg.match_decay, n_clusters=clusters)
 
+    readings = PermutationHistory([])
+
     def evaluate() -> dict:
         """Validation read through the permutation of the loss's current estimate of P_hat."""
         loss_fn.end_epoch()
         P = loss_fn.estimate()
         argmax = hard_permutation(P, "argmax")
         perm = argmax if cfg.assignment == "argmax" else hard_permutation(P, "hungarian")
+        readings.add(perm)
         scores = grounding_epoch_metrics(model, val_read, perm, cfg.batch_size, device)
         return {**{f"val_{k}": v for k, v in scores.items()},
                 "argmax_is_permutation": is_permutation(argmax)}
@@ -101,7 +105,7 @@ def main(argv=None):
     stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
                              warmup=warmup)
     with readings_once(model, train, val) as (train_read, val_read):  # the classifier is frozen
-        resume = ResumeOptions(args.resume_dir, carry=(loss_fn,),
+        resume = ResumeOptions(args.resume_dir, carry=(loss_fn, readings),
                                identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,
                                          cfg.approxmax, cfg.temperature, cfg.assignment))
         fit(model, train_read, val_read, optimizer, loss_fn, cfg.epochs, cfg.batch_size, device,
@@ -115,6 +119,8 @@ def main(argv=None):
         "loss": best["row"]["loss"],
         "best_epoch": best["epoch"],
         "epochs_run": stopping.last_epoch,
+        "epoch_permutations": readings.epochs,  # SATNet's outputs -> digits, read after each epoch
+        "permutation_settled_epoch": readings.settled_epoch(best["epoch"]),
         **choice.agreements(),
     }
     save_all({args.model_out: checkpoint(model.cpu()), args.permutation_out: choice.record(best["epoch"])})

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from satground.solver.grounding import (PermutationAccumulator, align_to_inputs, fold_into_classifier,
+from satground.solver.grounding import (PermutationAccumulator, PermutationHistory, align_to_inputs, fold_into_classifier,
                                         fold_into_satnet, hard_permutation, is_permutation,
                                         peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
                                         permutation_matrix, relabel)
@@ -168,3 +168,17 @@ def test_alignment_ignores_weak_evidence():
     M[0, 1] = M[1, 0] = M[2, 2] = M[3, 3] = 5.0
     aligned, rho = align_to_inputs(perm, M)
     assert rho.tolist() == [1, 0, 2, 3] and aligned.tolist() == [0, 2, 3, 1]
+
+
+def test_the_permutation_history_names_the_epoch_its_reading_settled_and_survives_a_resume():
+    history = PermutationHistory([])
+    for perm in ([1, 0, 2], [2, 0, 1], [2, 1, 0], [2, 1, 0], [0, 1, 2]):
+        history.add(torch.tensor(perm))
+    assert history.epochs[2] == [2, 1, 0]
+    assert history.settled_epoch(4) == 3  # epochs 3 and 4 read the same; epoch 2 did not
+    assert history.settled_epoch(2) == 2 and history.settled_epoch(1) == 1
+    assert history.settled_epoch(5) == 5  # the last reading changed again
+    resumed = PermutationHistory([])
+    resumed.load_state_dict(history.state_dict())
+    resumed.add(torch.tensor([0, 1, 2]))
+    assert resumed.settled_epoch(6) == 5 and len(history.epochs) == 5  # a copy, not shared

@@ -179,6 +179,10 @@ def test_ground_outputs_a_permutation_with_its_soft_matrix(workdir, ungrounded_r
     assert saved["cluster_to_digit"] == {str(c): d + 1 for c, d in enumerate(perm)}
     info = read(workdir / "metrics/ground/info.json")
     assert 1 <= info["best_epoch"] <= info["epochs_run"] <= PARAMS["ground"]["epochs"]
+    # the reading after every epoch run; the kept epoch's is the saved one
+    assert len(info["epoch_permutations"]) == info["epochs_run"]
+    assert info["epoch_permutations"][info["best_epoch"] - 1] == saved["from_loss"]
+    assert 1 <= info["permutation_settled_epoch"] <= info["best_epoch"]
     assert read(workdir / "metrics/ground/metrics.json") == {"ground_val_blank_cells": round(info["val_blank_cells"], 4)}
     # curves on an epoch axis from 1, one row per epoch run; the reported score is the kept
     # (best) epoch's, not the last one's

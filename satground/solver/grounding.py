@@ -160,6 +160,30 @@ def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_r
 
 
 @dataclass
+class PermutationHistory:
+    """The permutation read off P_hat at each epoch's end (lists, epoch 1 first), kept across a
+    resumed run (state_dict / load_state_dict, as a training loop's carry). It answers how early
+    the grounding phase's reading stops changing: the stage's budget (docs/studies/stage-budget.md)."""
+    epochs: list
+
+    def add(self, perm: torch.Tensor) -> None:
+        self.epochs.append(perm.tolist())
+
+    def settled_epoch(self, epoch: int) -> int:
+        """The first epoch from which every reading up to `epoch` equals `epoch`'s."""
+        first = epoch
+        while first > 1 and self.epochs[first - 2] == self.epochs[epoch - 1]:
+            first -= 1
+        return first
+
+    def state_dict(self) -> dict:
+        return {"epochs": list(self.epochs)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epochs = list(state["epochs"])
+
+
+@dataclass
 class PermutationChoice:
     """The cluster -> digit permutation the ground stage folds into the classifier (`chosen`), and
     the readings of P_hat it was chosen among."""
