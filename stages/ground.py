@@ -8,7 +8,8 @@ too. After each epoch the loss's estimate of P_hat (the epoch's mean for the pap
 running P_hat for matched) gives the current hard permutation, and the per-cell accuracy of
 held-out training boards (output cells, read through that permutation) decides early stopping.
 Input-cell labels are never read. The info keeps the permutation read after every epoch and the
-epoch from which it no longer changed (the stage's budget).
+epoch from which it no longer changed; ground.settle (ours) stops the phase once it has stayed
+put that many epochs (the stage's budget, docs/studies/stage-budget.md).
 
 With ground.permutation: peers (ours, label free) the permutation folded into the classifier
 comes instead from the rule the boards obey: a given cell of cluster c never has a row, column
@@ -103,7 +104,7 @@ def main(argv=None):
     report = StageReport(args.metrics_out)
     warmup = 0 if cfg.loss == "paper" else cfg.warmup_epochs  # near chance: no patience spent
     stopping = EarlyStopping("val_blank_cells", cfg.patience, solver, keep=lambda: {"P": loss_fn.estimate()},
-                             warmup=warmup)
+                             warmup=warmup, done=lambda: readings.settled_for(cfg.settle))
     with readings_once(model, train, val) as (train_read, val_read):  # the classifier is frozen
         resume = ResumeOptions(args.resume_dir, carry=(loss_fn, readings),
                                identity=(val_read, cfg.loss, cfg.warmup_epochs, cfg.match_decay,

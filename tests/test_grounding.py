@@ -178,6 +178,10 @@ def test_the_permutation_history_names_the_epoch_its_reading_settled_and_survive
     assert history.settled_epoch(4) == 3  # epochs 3 and 4 read the same; epoch 2 did not
     assert history.settled_epoch(2) == 2 and history.settled_epoch(1) == 1
     assert history.settled_epoch(5) == 5  # the last reading changed again
+    assert not history.settled_for(1) and not history.settled_for(0)
+    history.add(torch.tensor([0, 1, 2]))
+    assert history.settled_for(1) and not history.settled_for(2)
+    history.epochs.pop()
     resumed = PermutationHistory([])
     resumed.load_state_dict(history.state_dict())
     resumed.add(torch.tensor([0, 1, 2]))

@@ -233,6 +233,18 @@ def ground_with(root: Path, tmp_path: Path, **ground) -> tuple[dict, dict]:
     return json.loads((out / "permutation.json").read_text()), read(out / "metrics" / "info.json")
 
 
+def test_ground_settle_stops_the_phase_once_its_permutation_stays_put(grounding_boards, tmp_path):
+    """ground.settle 1: the phase ends at the first epoch whose reading repeats the one before,
+    however much patience is left; off (0), the same boards run every epoch (patience 3 of 4)."""
+    (tmp_path / "on").mkdir(), (tmp_path / "off").mkdir()
+    _, settled = ground_with(grounding_boards, tmp_path / "on", loss="matched", warmup_epochs=1, settle=1)
+    _, full = ground_with(grounding_boards, tmp_path / "off", loss="matched", warmup_epochs=1, settle=0)
+    readings = full["epoch_permutations"]
+    first_repeat = next(e for e in range(2, 5) if readings[e - 1] == readings[e - 2])
+    assert settled["epochs_run"] == first_repeat < full["epochs_run"] == 4
+    assert settled["epoch_permutations"] == readings[:first_repeat]  # the same run, cut short
+
+
 def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(grounding_boards, tmp_path):
     """The matched Symbol Grounding Loss, no input alignment, no peer labels: its own arg max is
     the classifier's planted relabelling, and SATNet reads blank cells far better than with the

@@ -207,12 +207,12 @@ def solution_scores(model: nn.Module, boards: Boards, solution: torch.Tensor, ba
 
 class EarlyStopping:
     """The rule that ends a loop early: stop after `patience` epochs whose `metric` (higher is
-    better) does not beat the best one. Keeps the best epoch's row, `module`'s weights and
-    whatever `keep()` returns then; `restore()` puts those weights back."""
+    better) does not beat the best one, or once `done()` says so. Keeps the best epoch's row,
+    `module`'s weights and whatever `keep()` returns then; `restore()` puts those weights back."""
 
     def __init__(self, metric: str, patience: int, module: nn.Module, keep: Callable[[], dict] = dict,
-                 warmup: int = 0):
-        self.metric, self.patience, self.module, self.keep = metric, patience, module, keep
+                 warmup: int = 0, done: Callable[[], bool] = lambda: False):
+        self.metric, self.patience, self.module, self.keep, self.done = metric, patience, module, keep, done
         self.warmup = warmup  # epochs that may be the best but never count towards patience
         self.best: dict | None = None
         self.waited = self.last_epoch = 0
@@ -228,7 +228,7 @@ class EarlyStopping:
 
     @property
     def stopped(self) -> bool:
-        return self.waited >= self.patience
+        return self.waited >= self.patience or self.done()
 
     def restore(self) -> dict:
         self.module.load_state_dict(self.best["state"])
