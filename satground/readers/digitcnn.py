@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .lenet import LeNet
+from .lenet import LeNet, image_batch
 
 
 def deskew(images: torch.Tensor) -> torch.Tensor:
@@ -219,13 +219,23 @@ class DigitReader(nn.Module):
         """The nets' output layers alone, reading `features` (shared: training them trains the reader)."""
         return ReaderHeads([net.head for net in self.nets], self.merged)
 
+    def probabilities(self, images: torch.Tensor, read=None) -> torch.Tensor:
+        """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> digit probabilities (N, K): the
+        nets' mean on the deskewed images, half and half with the LeNet's on the images as they
+        are where the reader holds one, clusters summed into digits. `read(net, x)` gives one
+        net's (N, K') probabilities (default: the softmax of its output; test-time views pass
+        their mean over the views, satground.readers.views)."""
+        read = read or (lambda net, x: F.softmax(net(x), dim=1))
+        x = image_batch(images)
+        straight = deskew(x[:, 0])
+        probs = torch.stack([read(net, straight) for net in self.nets]).mean(0)
+        if self.lenet is not None:
+            probs = (probs + read(self.lenet, x)) / 2
+        return self.merged(probs)
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
-        x = deskew(images if images.dim() == 3 else images[:, 0])
-        probs = torch.stack([F.softmax(net(x), dim=1) for net in self.nets]).mean(0)
-        if self.lenet is not None:
-            probs = (probs + F.softmax(self.lenet(images), dim=1)) / 2
-        return self.merged(probs).clamp_min(1e-12).log()
+        return self.probabilities(images).clamp_min(1e-12).log()
 
 
 class ReaderHeads(nn.Module):

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .digitcnn import DigitReader, deskew
+from .digitcnn import DigitReader
 from .lenet import image_batch
 
 # (rotation in degrees, shift right, shift down in pixels), in the order `views` takes them
@@ -57,14 +57,8 @@ class ReaderViews(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
-        x = image_batch(images)
-        if isinstance(self.reader, DigitReader):
-            straight = deskew(x[:, 0])
-            probs = torch.stack([mean_over_views(net, straight, self.views)
-                                 for net in self.reader.nets]).mean(0)
-            if self.reader.lenet is not None:  # its half of the opinion, read as LeNet reads
-                probs = (probs + mean_over_views(self.reader.lenet, x, self.views)) / 2
-            probs = self.reader.merged(probs)  # a surjective map's clusters summed into digits
+        if isinstance(self.reader, DigitReader):  # its nets, LeNet half and merge, each net in views
+            probs = self.reader.probabilities(images, lambda net, x: mean_over_views(net, x, self.views))
         else:
-            probs = mean_over_views(self.reader, x, self.views)
+            probs = mean_over_views(self.reader, image_batch(images), self.views)
         return probs.clamp_min(1e-12).log()
