@@ -235,7 +235,7 @@ class Satnet:
 class Ground:
     epochs: int = knob(3, "most epochs of the self-grounding phase", low=1)
     patience: int = knob(1, "stop after this many epochs without better validation", low=1)
-    settle: int = knob(0, "also stop once the permutation read off P_hat has stayed the same for this "
+    settle: int = knob(1, "also stop once the permutation read off P_hat has stayed the same for this "
                        "many epochs after the one it first appeared in (ours: with SATNet started "
                        "afresh downstream the permutation is all the phase hands on); 0 = off (the paper)",
                        low=0)
