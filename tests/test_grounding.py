@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from satground.solver.grounding import (PermutationAccumulator, PermutationHistory, align_to_inputs, fold_into_classifier,
-                                        fold_into_satnet, hard_permutation, is_permutation,
+from satground.solver.grounding import (PermutationAccumulator, PermutationHistory, align_to_inputs,
+                                        fold_into_classifier, fold_into_satnet, hard_permutation, is_permutation,
                                         peer_cooccurrence, peer_label_cooccurrence, peer_label_permutation,
                                         permutation_matrix, relabel)
 from satground.readers.lenet import LeNet

@@ -178,8 +178,8 @@ class PermutationHistory:
 
     def settled_for(self, epochs: int) -> bool:
         """The last `epochs` + 1 readings are the same (never, for `epochs` 0)."""
-        last = self.epochs[-(epochs + 1):]
-        return epochs > 0 and len(last) == epochs + 1 and all(perm == last[-1] for perm in last)
+        last = len(self.epochs)
+        return 0 < epochs < last and self.settled_epoch(last) <= last - epochs
 
     def state_dict(self) -> dict:
         return {"epochs": list(self.epochs)}
