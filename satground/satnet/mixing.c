@@ -197,7 +197,9 @@ struct sample {
     int depth;           /* bf16: nf rounded up to 32, the products' depth */
     int *col;            /* bf16: col[q], where free variable f[q] sits in the products' depth,
                           * which takes the free variables in index order (pairs_init) */
-    uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] */
+    uint16_t *Ahi, *Alo; /* bf16: C's free rows, hi (and lo for bf16x3) parts: [g][r][depth] on
+                          * AMX (a tile's rows); [g][depth/2][r][2] on the vdpbf16ps tile, so
+                          * that one step's 16 broadcast pairs are one cache line */
     uint16_t *Xhi, *Xlo; /* bf16: the swept vectors, rows interleaved in pairs: [j/2][c][j%2],
                           * j = col[q], c < kp (16 or 32 on these paths) */
 };
@@ -287,6 +289,26 @@ static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 #endif
 }
 
+/* Each group's rows of C, [r][depth] as packed, to [depth/2][r][2] for the vdpbf16ps tile: a
+ * step of its product then reads its 16 rows' pairs from one cache line, one stream of C instead
+ * of sixteen, with one pointer where sixteen spilled the registers. Returns 0, or -1 out of memory. */
+static int interleave_groups(struct sample *s)
+{
+    int steps = s->depth / 2;
+    uint32_t *rows = malloc(sizeof(uint32_t) * AMX_ROWS * steps);
+    if (!rows)
+        return -1;
+    for (int g = 0; g < s->groups; g++) {
+        uint32_t *block = (uint32_t *)(s->Ahi + (size_t)g * AMX_ROWS * s->depth);
+        memcpy(rows, block, sizeof(uint32_t) * AMX_ROWS * steps);
+        for (int jj = 0; jj < steps; jj++)
+            for (int r = 0; r < AMX_ROWS; r++)
+                block[(size_t)jj * AMX_ROWS + r] = rows[(size_t)r * steps + jj];
+    }
+    free(rows);
+    return 0;
+}
+
 /* The products' operands: C's free rows and the vectors as bf16 pairs. Their depth takes the free
  * variables in index order (col[q]: where f[q] sits), so that a row of C is packed from runs of
  * consecutive columns read front to back; in visiting order it would be read at random. */
@@ -344,6 +366,8 @@ static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_
         if (lo)
             memset(lo + filled, 0, sizeof(uint16_t) * (s->depth - filled));
     }
+    if (!s->amx && interleave_groups(s))
+        goto done;
     status = 0;
 done:
     free(by_index);
@@ -432,11 +456,11 @@ static void amx_times(const struct sample *s, int grp, REAL *out)
 #endif
 
 #ifdef BF16_TILE
-/* out (rows x nv*16, row stride nv*16) = the rows of C's bf16 panel starting at a times the pairs
- * of X: each step broadcasts a row's pair of C (two consecutive columns) and multiplies it into
- * 16 columns' pairs of X by one vdpbf16ps. Inlined with rows and nv constants. */
+/* out (rows x nv*16, row stride nv*16) = rows r0.. of a group's interleaved bf16 panel (a) times
+ * the pairs of X: each step broadcasts a row's pair of C (two consecutive columns) and multiplies
+ * it into 16 columns' pairs of X by one vdpbf16ps. Inlined with r0, rows and nv constants. */
 static inline __attribute__((always_inline)) void
-dp_tile(const struct sample *s, const uint16_t *a, int rows, int nv, REAL *out)
+dp_tile(const struct sample *s, const uint16_t *a, int r0, int rows, int nv, REAL *out)
 {
     __m512 acc[16][2];
     for (int r = 0; r < rows; r++)
@@ -447,9 +471,10 @@ dp_tile(const struct sample *s, const uint16_t *a, int rows, int nv, REAL *out)
         __m512bh xv[2];
         for (int v = 0; v < nv; v++)
             xv[v] = (__m512bh)_mm512_load_si512(x + 32 * v);
+        const uint16_t *step = a + ((size_t)jj * AMX_ROWS + r0) * 2;
         for (int r = 0; r < rows; r++) {
             uint32_t pair;
-            memcpy(&pair, a + (size_t)r * s->depth + 2 * jj, 4);
+            memcpy(&pair, step + 2 * r, 4);
             __m512bh c = (__m512bh)_mm512_set1_epi32((int)pair);
             for (int v = 0; v < nv; v++)
                 acc[r][v] = _mm512_dpbf16_ps(acc[r][v], c, xv[v]);
@@ -467,11 +492,11 @@ static void dp_times(const struct sample *s, int grp, REAL *out)
 {
     const uint16_t *a = s->Ahi + (size_t)grp * AMX_ROWS * s->depth;
     if (s->kp == 16) {
-        dp_tile(s, a, 16, 1, out);
+        dp_tile(s, a, 0, 16, 1, out);
         return;
     }
-    for (int r0 = 0; r0 < AMX_ROWS; r0 += 8)
-        dp_tile(s, a + (size_t)r0 * s->depth, 8, 2, out + (size_t)r0 * 32);
+    dp_tile(s, a, 0, 8, 2, out);
+    dp_tile(s, a, 8, 8, 2, out + 8 * 32);
 }
 #define BF16_TILE_BUILT 1
 #else
