@@ -155,7 +155,7 @@ static double check(int N, int m, int k, int sweeps)
 #ifdef VECTOR_CONVERT
 /* pairs_set_row and pairs_init, vectorised, against split() one number at a time: values
  * over many magnitudes and signs, exact ties (1 + 2^-8: halfway between two bf16 numbers), at
- * both widths of the vectors' pair rows (kp 16 and 32) */
+ * both widths of the vectors' pair rows (kp 16 and 32), in both layouts of C's rows */
 static int check_conversion(void)
 {
     enum { NF = 45, N = 50 };
@@ -164,11 +164,13 @@ static int check_conversion(void)
         C[i] = (REAL)((uniform() - 0.5) * pow(2.0, (int)(uniform() * 40) - 20));
     C[3] = 1.0f + 1.0f / 256, C[4] = -(1.0f + 3.0f / 256), C[5] = 0;
     int bad = 0;
+    for (int amx = 0; amx < 2; amx++) /* the layouts of C's rows: AMX tiles' and vdpbf16ps's */
     for (int with_lo = 0; with_lo < 2; with_lo++)
     for (int kp = 16; kp <= 32; kp += 16) {
         struct sample s;
         memset(&s, 0, sizeof(s));
         s.nf = NF, s.kp = kp, s.split = with_lo, s.groups = (NF + AMX_ROWS - 1) / AMX_ROWS;
+        s.amx = amx; /* only the layout: nothing here runs an AMX instruction */
         s.f = malloc(sizeof(int) * N);
         uint8_t is_free[N] = {0};
         for (int q = 0; q < NF; q++)
@@ -183,13 +185,13 @@ static int check_conversion(void)
             for (int q = 0; q < NF; q++) {
                 uint16_t hi, lo = 0;
                 split(i < NF ? C[(size_t)s.f[i] * N + s.f[q]] : 0, &hi, with_lo ? &lo : NULL);
-                size_t at = (size_t)i * s.depth + s.col[q];
+                size_t at = pair_index(&s, i, s.col[q]);
                 bad += s.Ahi[at] != hi || (with_lo && s.Alo[at] != lo);
             }
         for (int i = 0; i < rows; i++)
             for (int j = 0; j < s.depth; j++)
-                bad += !taken[j] && (s.Ahi[(size_t)i * s.depth + j] ||
-                                     (with_lo && s.Alo[(size_t)i * s.depth + j]));
+                bad += !taken[j] && (s.Ahi[pair_index(&s, i, j)] ||
+                                     (with_lo && s.Alo[pair_index(&s, i, j)]));
         free(taken);
         for (int q = 0; q < NF; q++) {
             pairs_set_row(&s, q, C + (size_t)q * 32);

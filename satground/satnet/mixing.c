@@ -289,6 +289,16 @@ static void pairs_set_row(struct sample *s, int q, const REAL *xq)
 #endif
 }
 
+/* Where row i, column j of C's bf16 rows sit in Ahi (and Alo) once pairs_init has packed them:
+ * [g][r][depth] for the AMX tiles, [g][depth/2][r][2] for the vdpbf16ps tile (dp_tile). */
+static inline size_t pair_index(const struct sample *s, int i, int j)
+{
+    if (s->amx)
+        return (size_t)i * s->depth + j;
+    return ((size_t)(i / AMX_ROWS) * (s->depth / 2) + j / 2) * AMX_ROWS * 2 +
+           (size_t)(i % AMX_ROWS) * 2 + (j & 1);
+}
+
 /* Each group's rows of C, [r][depth] as packed, to [depth/2][r][2] for the vdpbf16ps tile: a
  * step of its product then reads its 16 rows' pairs from one cache line, one stream of C instead
  * of sixteen, with one pointer where sixteen spilled the registers. Returns 0, or -1 out of memory. */
@@ -298,12 +308,15 @@ static int interleave_groups(struct sample *s)
     uint32_t *rows = malloc(sizeof(uint32_t) * AMX_ROWS * steps);
     if (!rows)
         return -1;
-    for (int g = 0; g < s->groups; g++) {
-        uint32_t *block = (uint32_t *)(s->Ahi + (size_t)g * AMX_ROWS * s->depth);
-        memcpy(rows, block, sizeof(uint32_t) * AMX_ROWS * steps);
-        for (int jj = 0; jj < steps; jj++)
-            for (int r = 0; r < AMX_ROWS; r++)
-                block[(size_t)jj * AMX_ROWS + r] = rows[(size_t)r * steps + jj];
+    for (int part = 0; part < 2; part++) {
+        uint16_t *a = part ? s->Alo : s->Ahi;
+        for (int g = 0; a && g < s->groups; g++) {
+            uint32_t *block = (uint32_t *)(a + (size_t)g * AMX_ROWS * s->depth);
+            memcpy(rows, block, sizeof(uint32_t) * AMX_ROWS * steps);
+            for (int jj = 0; jj < steps; jj++)
+                for (int r = 0; r < AMX_ROWS; r++)
+                    block[(size_t)jj * AMX_ROWS + r] = rows[(size_t)r * steps + jj];
+        }
     }
     free(rows);
     return 0;
