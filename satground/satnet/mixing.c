@@ -299,27 +299,20 @@ static inline size_t pair_index(const struct sample *s, int i, int j)
            (size_t)(i % AMX_ROWS) * 2 + (j & 1);
 }
 
-/* Each group's rows of C, [r][depth] as packed, to [depth/2][r][2] for the vdpbf16ps tile: a
- * step of its product then reads its 16 rows' pairs from one cache line, one stream of C instead
- * of sixteen, with one pointer where sixteen spilled the registers. Returns 0, or -1 out of memory. */
-static int interleave_groups(struct sample *s)
+/* A group's rows of C, packed [r][depth] in `rows` (hi parts, then lo parts for bf16x3), into
+ * its block of Ahi (Alo) as [depth/2][r][2] for the vdpbf16ps tile: a step of its product then
+ * reads its 16 rows' pairs from one cache line, one stream of C instead of sixteen, with one
+ * pointer where sixteen spilled the registers. */
+static void interleave_group(struct sample *s, int g, const uint16_t *rows)
 {
     int steps = s->depth / 2;
-    uint32_t *rows = malloc(sizeof(uint32_t) * AMX_ROWS * steps);
-    if (!rows)
-        return -1;
-    for (int part = 0; part < 2; part++) {
-        uint16_t *a = part ? s->Alo : s->Ahi;
-        for (int g = 0; a && g < s->groups; g++) {
-            uint32_t *block = (uint32_t *)(a + (size_t)g * AMX_ROWS * s->depth);
-            memcpy(rows, block, sizeof(uint32_t) * AMX_ROWS * steps);
-            for (int jj = 0; jj < steps; jj++)
-                for (int r = 0; r < AMX_ROWS; r++)
-                    block[(size_t)jj * AMX_ROWS + r] = rows[(size_t)r * steps + jj];
-        }
+    for (int part = 0; part < 1 + s->split; part++) {
+        const uint32_t *from = (const uint32_t *)(rows + (size_t)part * AMX_ROWS * s->depth);
+        uint32_t *block = (uint32_t *)((part ? s->Alo : s->Ahi) + (size_t)g * AMX_ROWS * s->depth);
+        for (int jj = 0; jj < steps; jj++)
+            for (int r = 0; r < AMX_ROWS; r++)
+                block[(size_t)jj * AMX_ROWS + r] = from[(size_t)r * steps + jj];
     }
-    free(rows);
-    return 0;
 }
 
 /* The products' operands: C's free rows and the vectors as bf16 pairs. Their depth takes the free
@@ -338,9 +331,11 @@ static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_
     s->col = malloc(sizeof(int) * N);
     int *by_index = malloc(sizeof(int) * N), *rank = malloc(sizeof(int) * N);
     int *run = malloc(sizeof(int) * (N + 1)); /* where each run of consecutive indices starts */
+    /* the vdpbf16ps tile's layout: a group's rows are packed here, then interleaved into place */
+    uint16_t *rows = s->amx ? NULL : malloc(sizeof(uint16_t) * 2 * AMX_ROWS * s->depth);
     int status = -1, runs = 0;
     if (!s->Ahi || !s->Xhi || (s->split && (!s->Alo || !s->Xlo)) || !s->col || !by_index ||
-        !rank || !run)
+        !rank || !run || (!s->amx && !rows))
         goto done;
     for (int i = 0, r = 0; i < N; i++)
         if (is_free[i])
@@ -355,13 +350,15 @@ static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_
     if (s->split)
         memset(s->Xlo, 0, x * 2);
     for (int i = 0; i < s->groups * AMX_ROWS; i++) {
-        uint16_t *hi = s->Ahi + (size_t)i * s->depth;
-        uint16_t *lo = s->split ? s->Alo + (size_t)i * s->depth : NULL;
+        size_t r = i % AMX_ROWS;
+        uint16_t *hi = rows ? rows + r * s->depth : s->Ahi + (size_t)i * s->depth;
+        uint16_t *lo = !s->split ? NULL
+                       : rows ? rows + (AMX_ROWS + r) * s->depth : s->Alo + (size_t)i * s->depth;
         const REAL *row = C + (size_t)s->f[i < s->nf ? i : 0] * N;
         int filled = 0; /* entries written; past nf (and in the rows past nf) zeros */
-        for (int r = 0; r < runs && i < s->nf; r++)
-            for (int p = run[r]; p < run[r + 1]; p += VECTOR_CONVERT_WIDTH) {
-                int live = run[r + 1] - p < VECTOR_CONVERT_WIDTH ? run[r + 1] - p
+        for (int u = 0; u < runs && i < s->nf; u++)
+            for (int p = run[u]; p < run[u + 1]; p += VECTOR_CONVERT_WIDTH) {
+                int live = run[u + 1] - p < VECTOR_CONVERT_WIDTH ? run[u + 1] - p
                                                                  : VECTOR_CONVERT_WIDTH;
 #ifdef VECTOR_CONVERT /* 16 at a time */
                 __mmask16 m = (__mmask16)((1u << live) - 1);
@@ -378,11 +375,12 @@ static int pairs_init(struct sample *s, const REAL *C, int N, const uint8_t *is_
         memset(hi + filled, 0, sizeof(uint16_t) * (s->depth - filled));
         if (lo)
             memset(lo + filled, 0, sizeof(uint16_t) * (s->depth - filled));
+        if (rows && r == AMX_ROWS - 1)
+            interleave_group(s, i / AMX_ROWS, rows);
     }
-    if (!s->amx && interleave_groups(s))
-        goto done;
     status = 0;
 done:
+    free(rows);
     free(by_index);
     free(rank);
     free(run);
