@@ -5,8 +5,8 @@
 
 One column per configuration: rule-free (`cpu9_fast`, the default profile and the headline,
 records in results/cpu9_fast_k16/ since its SATNet's rank is 16), the same at the former rank
-32 (results/cpu9_fast/), the same with the clusterer's former three nets a round (the default before its fourth, records
-in results/cpu9_fast_nets3/), the same with the paper's distilled LeNet as the
+32 (results/cpu9_fast/), the same with the clusterer's former three nets a round (the default
+before its fourth, records in results/cpu9_fast_nets3/), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), with the mean's 95 % interval over the test images and boards
