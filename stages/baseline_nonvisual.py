@@ -11,7 +11,7 @@ import copy
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all
+from satground.harness.io import save_all, seed_everything
 from satground.solver.models import add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
@@ -27,20 +27,21 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.baseline_nonvisual, params.satnet
-    device, generator = prepare_satnet_training(params)
-    # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
-    train = load_boards(args.prepared, "train", view="grounded")
-    dev = load_boards(args.prepared, "dev", view="grounded", like=train)
-
-    model = solver_from_params(train.board_size, sat, zero_input_outputs=False).to(device)
     report = StageReport(args.metrics_out)
     if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
-        untrained = checkpoint(model.cpu())  # nothing reads it: error_injection is off too
+        seed_everything(params.seed)  # the untrained weights a run would start from
+        model = solver_from_params(params.data.board_size, sat, zero_input_outputs=False)
+        untrained = checkpoint(model)  # nothing reads it: error_injection is off too
         save_all({args.model_out: untrained, args.proofread_model_out: untrained})
         save_scores({}, args.metrics_out)
         report.finish({}, info={"not_run": "baseline_nonvisual.epochs is 0"})
         print("baseline non-visual SATNet: not run (baseline_nonvisual.epochs 0)")
         return
+    device, generator = prepare_satnet_training(params)
+    # non-visual Sudoku gives the input digits themselves: the grounded view is the data here
+    train = load_boards(args.prepared, "train", view="grounded")
+    dev = load_boards(args.prepared, "dev", view="grounded", like=train)
+    model = solver_from_params(train.board_size, sat, zero_input_outputs=False).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=sat.lr)
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=False), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc="non-visual SATNet",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from satground.boards.data import load_boards
-from satground.harness.io import save_all
+from satground.harness.io import save_all, seed_everything
 from satground.readers.lenet import LeNet
 from satground.solver.models import VisualSolver, add_trainable_proofreader, checkpoint, solver_from_params
 from satground.harness.params import load_params
@@ -35,6 +35,17 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, sat = params.baseline_visual, params.satnet
+    report = StageReport(args.metrics_out)
+    if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
+        seed_everything(params.seed)  # the untrained weights a run would start from
+        size = params.data.board_size
+        solver = solver_from_params(size, sat, zero_input_outputs=args.view == "ungrounded")
+        model = VisualSolver(LeNet(size ** 2), solver)
+        save_all({args.model_out: checkpoint(model)})  # untrained: nothing reads it
+        save_scores({}, args.metrics_out)
+        report.finish({}, info={"not_run": "baseline_visual.epochs is 0"})
+        print(f"baseline {args.view} visual SATNet: not run (baseline_visual.epochs 0)")
+        return
     device, generator = prepare_satnet_training(params)
     train = load_boards(args.prepared, "train", view=args.view)
     dev = load_boards(args.prepared, "dev", like=train)  # ungrounded: per-epoch scores on output cells
@@ -47,13 +58,6 @@ def main(argv=None):
         {"params": solver.parameters(), "lr": sat.lr},
         {"params": model.classifier.parameters(), "lr": cfg.classifier_lr},
     ])
-    report = StageReport(args.metrics_out)
-    if cfg.epochs == 0:  # not run: the profile leaves the baselines to one of their own
-        save_all({args.model_out: checkpoint(model.cpu())})  # untrained: nothing reads it
-        save_scores({}, args.metrics_out)
-        report.finish({}, info={"not_run": "baseline_visual.epochs is 0"})
-        print(f"baseline {args.view} visual SATNet: not run (baseline_visual.epochs 0)")
-        return
     last = {"satnet": fit(model, train, dev, optimizer, bce_loss(on_inputs=True), cfg.epochs,
                           cfg.batch_size, device, generator, report, desc=f"{args.view} SATNet",
                           resume=ResumeOptions(args.resume_dir))}

@@ -74,9 +74,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg, seed = params.error_injection, params.seed
-    device, _ = prepare_satnet_stage(params)
     max_errors, batch_size = cfg.max_errors, cfg.batch_size
-
     if params.baseline_nonvisual.epochs == 0:  # no trained model to inject errors into
         with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):
             table_tmp.write_text("not run: baseline_nonvisual.epochs is 0\n")
@@ -85,6 +83,7 @@ def main(argv=None):
         print("error injection: not run (baseline_nonvisual.epochs 0)")
         return
 
+    device, _ = prepare_satnet_stage(params)
     test = load_boards(args.prepared, "test", view="grounded")
     models = {"no_proofreader": load_solver(args.model, boards=test, kind="symbolic").to(device),
               "proofreader": load_solver(args.proofread_model, boards=test, kind="symbolic").to(device)}

@@ -44,7 +44,7 @@ from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
 from satground.solver.training import (EarlyStopping, fit, freeze, grounding_epoch_metrics, predict,
-                                       predicted_digits, readings_once, split_boards)
+                                       predicted_digits, readings_once, split_boards, subset)
 
 
 def peer_evidence(cfg, model: VisualSolver, boards, val, device) -> tuple:
@@ -77,6 +77,8 @@ def main(argv=None):
         train, val = split_boards(boards, cfg.val_fraction, generator)
     except ValueError as exc:
         raise PipelineError(f"{params.source}: 'ground.val_fraction': {exc}") from None
+    if cfg.boards:  # the split's order is a seeded shuffle: its first boards are a random draw
+        train = subset(train, torch.arange(min(cfg.boards, len(train))))
     clusters = params.cluster.n_clusters(K)  # K' > K: SATNet speaks the clusters, mapped onto digits
     classifier = load_classifier(args.classifier, clusters)
     freeze(classifier)
@@ -120,6 +122,7 @@ def main(argv=None):
         "loss": best["row"]["loss"],
         "best_epoch": best["epoch"],
         "epochs_run": stopping.last_epoch,
+        "train_boards": len(train),  # all but the validation boards, or ground.boards of them
         "epoch_permutations": readings.epochs,  # SATNet's outputs -> digits, read after each epoch
         "permutation_settled_epoch": readings.settled_epoch(best["epoch"]),
         **choice.agreements(),

@@ -23,17 +23,17 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg = params.proofread
+    report = StageReport(args.metrics_out)
+    if cfg.epochs == 0:  # none: the final reader passes on unchanged, without a proofreader
+        save_all({args.model_out: checkpoint(load_solver(args.model, kind="visual"))})
+        report.finish({}, info={"not_run": "proofread.epochs is 0"})
+        print("proofread: none (proofread.epochs 0)")
+        return
     device, generator = prepare_satnet_stage(params)
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual",
                         backward_sweeps=params.satnet.backward_sweeps)
-    report = StageReport(args.metrics_out)
-    if cfg.epochs == 0:  # none: the final reader passes on unchanged, without a proofreader
-        save_all({args.model_out: checkpoint(model)})
-        report.finish({}, info={"not_run": "proofread.epochs is 0"})
-        print("proofread: none (proofread.epochs 0)")
-        return
     proofreader = add_trainable_proofreader(model)
     model.to(device)
     optimizer = torch.optim.Adam(proofreader.parameters(), lr=cfg.lr)

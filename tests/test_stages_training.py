@@ -245,6 +245,16 @@ def test_ground_settle_stops_the_phase_once_its_permutation_stays_put(grounding_
     assert settled["epoch_permutations"] == readings[:first_repeat]  # the same run, cut short
 
 
+def test_ground_boards_trains_the_phase_on_a_draw_of_the_training_boards(grounding_boards, tmp_path):
+    """ground.boards N: the phase learns from N of the boards the validation split leaves (a
+    seeded draw), validated on the same held-out boards; 0: from all of them."""
+    (tmp_path / "all").mkdir(), (tmp_path / "some").mkdir()
+    _, every = ground_with(grounding_boards, tmp_path / "all", loss="matched", epochs=1, boards=0)
+    _, some = ground_with(grounding_boards, tmp_path / "some", loss="matched", epochs=1, boards=120)
+    assert every["train_boards"] == 360 and some["train_boards"] == 120
+    assert every["val_blank_cells"] != some["val_blank_cells"]
+
+
 def test_ground_with_the_matched_loss_finds_the_planted_permutation_by_itself(grounding_boards, tmp_path):
     """The matched Symbol Grounding Loss, no input alignment, no peer labels: its own arg max is
     the classifier's planted relabelling, and SATNet reads blank cells far better than with the
@@ -598,20 +608,21 @@ def test_zero_epochs_mean_not_run_for_the_baselines_and_the_proofreader(workdir,
               "baseline_nonvisual": {**PARAMS["baseline_nonvisual"], "epochs": 0}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     paths = {"params": tmp_path / "params.yaml"}
+    absent = tmp_path / "no_boards"  # a stage that does not run reads no boards
     for name in ("baseline_grounded", "baseline_ungrounded"):
-        stage("baseline_visual").main(declared(name, **paths, model_out=tmp_path / f"{name}.pt",
+        stage("baseline_visual").main(declared(name, **paths, prepared=absent, model_out=tmp_path / f"{name}.pt",
                                                metrics_out=tmp_path / name))
         assert read(tmp_path / name / "scores.json") == {}
         assert read(tmp_path / name / "metrics.json") == {}
-    stage("baseline_nonvisual").main(declared("baseline_nonvisual", **paths, model_out=tmp_path / "nv.pt",
+    stage("baseline_nonvisual").main(declared("baseline_nonvisual", **paths, prepared=absent, model_out=tmp_path / "nv.pt",
                                               proofread_model_out=tmp_path / "nv_pr.pt",
                                               metrics_out=tmp_path / "baseline_nonvisual"))
     assert read(tmp_path / "baseline_nonvisual" / "scores.json") == {}
-    stage("error_injection").main(declared("error_injection", **paths, model=tmp_path / "nv.pt",
+    stage("error_injection").main(declared("error_injection", **paths, prepared=absent, model=tmp_path / "nv.pt",
                                            proofread_model=tmp_path / "nv_pr.pt", table_out=tmp_path / "e.md",
                                            csv_out=tmp_path / "e.csv", metrics_out=tmp_path / "m_e"))
     assert "not run" in (tmp_path / "e.md").read_text()
-    stage("proofread").main(declared("proofread", **paths, prepared=ungrounded_run["blind"],
+    stage("proofread").main(declared("proofread", **paths, prepared=absent,
                                      model_out=tmp_path / "pr.pt", metrics_out=tmp_path / "m_pr"))
     assert torch.load(tmp_path / "pr.pt", weights_only=True)["config"]["proofreader"] is False
     stage("evaluate").main(declared("evaluate", **paths, solver_proofread=tmp_path / "pr.pt",

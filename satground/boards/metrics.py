@@ -12,7 +12,6 @@ import pandas as pd
 import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse import triu
-from sklearn.metrics import adjusted_rand_score
 
 from .data import Boards
 from .sudoku import peers, valid_grids
@@ -169,6 +168,8 @@ def restart_agreement(runs: list[torch.Tensor]) -> list[float]:
     another, failed runs each fail their own way."""
     if len(runs) < 2:
         return [None] * len(runs)
+    from sklearn.metrics import adjusted_rand_score  # here: sklearn's import costs every stage a second
+
     return [float(np.mean([adjusted_rand_score(run.numpy(), other.numpy())
                            for j, other in enumerate(runs) if j != i])) for i, run in enumerate(runs)]
 
