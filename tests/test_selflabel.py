@@ -134,20 +134,8 @@ def test_every_setting_of_fit_comes_from_the_schema(monkeypatch):
 
     monkeypatch.setattr(selflabel, "manifold_clusters", manifold)
     monkeypatch.setattr(selflabel, "train_digit_cnns", train)
-    monkeypatch.setattr(selflabel.torch, "get_num_threads", lambda: 1)  # the runs in this process
     fitted = SelfLabelClusterer.from_settings(torch.zeros(12, 28, 28, dtype=torch.uint8), 3, 5, cfg)
     assert embeddings == [(5000 + r, 30, 7, 5) for r in range(4)]
     assert cnns == [(2, 3, dict(batch_size=64, lr=0.01, rotation=5.0, scale=0.2, shift=1.0,
                                 width=8, feature_dim=16))] * 2
     assert (fitted.config["confidence"], fitted.config["rounds"], fitted.n_clusters) == (0.3, 2, 3)
-
-
-def test_embedding_runs_side_by_side_find_what_they_find_one_after_another(zeros_and_ones):
-    """With two workers the UMAP + mixture runs go to two spawned processes: the same clusters,
-    run for run, as in this process one after another."""
-    (x, _), _ = zeros_and_ones
-    pixels = deskew(x).reshape(len(x), -1).numpy()
-    cfg = Cluster(pca_components=10, umap_dim=2)
-    parallel = selflabel.manifold_runs(pixels, 2, [0, 1, 2], cfg, workers=2)
-    serial = selflabel.manifold_runs(pixels, 2, [0, 1, 2], cfg, workers=1)
-    assert len(parallel) == 3 and all(np.array_equal(p, s) for p, s in zip(parallel, serial))

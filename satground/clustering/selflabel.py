@@ -11,8 +11,7 @@ minutes:
    (McInnes et al. 2018; min_dist 0, 10 dimensions) and a Gaussian mixture with K components
    in the embedding. UMAP's optimisation is random, so `umap_runs` runs with different seeds
    are aligned to the first (Hungarian matching of their cluster labels) and vote; images on
-   which too few runs agree are left out of step 3. Each run is single-threaded (a fixed
-   random state), so on two or more cores they run side by side, one process each.
+   which too few runs agree are left out of step 3.
 3. Self-labelling. `n_nets` small CNNs are trained, each from its own initialisation, to
    predict the step-2 clusters of the agreed images under random affine augmentation
    (rotation, scale, shift). A CNN that must give all slightly moved or rotated versions of an
@@ -28,10 +27,8 @@ UMAP and the mixture get fixed random states, and torch runs on one thread.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import random
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import torch
@@ -57,18 +54,6 @@ def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_componen
     mixture = GaussianMixture(n_clusters, n_init=mixture_restarts, random_state=seed).fit(emb)
     torch.set_num_threads(threads)  # numba's OpenMP start resets torch's: keep the CNNs repeatable
     return mixture.predict(emb)
-
-
-def manifold_runs(pixels: np.ndarray, n_clusters: int, seeds: list[int], cfg, workers: int) -> list:
-    """manifold_clusters once per seed. UMAP with a fixed random state runs on one thread, so
-    with `workers` > 1 the runs go side by side in spawned processes, each compiling UMAP's numba
-    kernels itself: the same clusters as one run after another, in less time."""
-    runs = [(pixels, n_clusters, seed, cfg.pca_components, cfg.n_neighbors, cfg.umap_dim)
-            for seed in seeds]
-    if workers < 2 or len(runs) < 2:
-        return [manifold_clusters(*run) for run in runs]
-    with ProcessPoolExecutor(min(workers, len(runs)), multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(manifold_clusters, *zip(*runs)))
 
 
 class SelfLabelClusterer:
@@ -102,11 +87,12 @@ class SelfLabelClusterer:
         pixels = x.reshape(len(x), -1).numpy()
 
         # Step 2: several embeddings vote; the first run's cluster numbers are the reference.
-        runs = manifold_runs(pixels, n_clusters, [seed * 1000 + r for r in range(cfg.umap_runs)], cfg,
-                             workers)
-        # relabel each later run to its best match with the first
-        runs = [runs[0]] + [best_matching(labels, runs[0], n_clusters, n_clusters)[labels]
-                            for labels in runs[1:]]
+        runs = []
+        for r in range(cfg.umap_runs):
+            labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, cfg.pca_components,
+                                       cfg.n_neighbors, cfg.umap_dim)
+            # relabel each later run to its best match with the first
+            runs.append(labels if not runs else best_matching(labels, runs[0], n_clusters, n_clusters)[labels])
         votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
         target = torch.from_numpy(votes.argmax(1).astype(np.int64))
         agreed = torch.from_numpy(votes.max(1) >= math.ceil(cfg.min_agreement * cfg.umap_runs - 1e-9))
