@@ -119,18 +119,22 @@ def test_git_holds_the_committed_runs_metrics_objects():
     """A fresh clone's `dvc metrics show` and `dvc metrics diff` read the committed run's
     metrics/<stage>/metrics.json from the DVC cache through dvc.lock: git carries exactly those
     cache objects (.dvc/cache/files/md5/, force-added; docs/pipeline.md), so a new dvc.lock needs
-    its objects added too."""
+    its objects added too. Read as committed (HEAD): a run in this checkout rewrites dvc.lock."""
     repo = Path(__file__).resolve().parent.parent
-    tracked = set(subprocess.run(["git", "ls-files", ".dvc/cache"], cwd=repo, capture_output=True,
-                                 text=True, check=True).stdout.split())
-    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+
+    def git(*args) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
+
+    tracked = set(git("ls-files", ".dvc/cache").stdout.decode().split())
+    committed_lock = git("show", "HEAD:dvc.lock").stdout.decode()
+    lock = yaml.safe_load(committed_lock)["stages"]
     wanted = {}
     for stage in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]:
         if stage in lock:
-            md5 = lock_md5((repo / "dvc.lock").read_text(), stage, f"metrics/{stage}/metrics.json")
+            md5 = lock_md5(committed_lock, stage, f"metrics/{stage}/metrics.json")
             wanted[f".dvc/cache/files/md5/{md5[:2]}/{md5[2:]}"] = md5
     missing = sorted(set(wanted) - tracked)
-    assert not missing, f"after `dvc repro`: git add -f {' '.join(missing)}"
+    assert not missing, f"after committing a new dvc.lock: git add -f {' '.join(missing)}"
     for path, md5 in wanted.items():
-        assert hashlib.md5((repo / path).read_bytes()).hexdigest() == md5, path
+        assert hashlib.md5(git("show", f"HEAD:{path}").stdout).hexdigest() == md5, path
     assert all(path.startswith(".dvc/cache/files/md5/") for path in tracked), tracked
