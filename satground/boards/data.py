@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.sparse import coo_matrix
 
 from ..harness.io import PipelineError, load_torch, save_all
 from .sudoku import conflicting_boards, peers, valid_grids
@@ -316,6 +315,7 @@ def peer_cannot_links(boards, indices: torch.Tensor):
     first, second = cell_image[:, pairs[:, 0]][both], cell_image[:, pairs[:, 1]][both]
     position = np.full(len(boards.images), -1)
     position[indices.numpy()] = np.arange(len(indices))
+    from scipy.sparse import coo_matrix  # here: only the rule-aware clusterers need it, and every stage imports this module
     M = len(indices)
     links = coo_matrix((np.ones(len(first)), (position[first], position[second])), shape=(M, M)).tocsr()
     return ((links + links.T) > 0).astype(np.float64)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import torch
-from scipy.optimize import linear_sum_assignment
-from scipy.sparse import triu
 
 from .data import Boards
 from .sudoku import peers, valid_grids
+
+# scipy, pandas and sklearn are imported inside the functions that use them: most stages never
+# call those, and every import at the top lengthens each stage's start-up.
 
 
 def confusion_matrix(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarray:
@@ -40,6 +40,7 @@ def onto_assignment(scores) -> np.ndarray:
     if n_rows > n_cols:
         free = np.repeat(scores.max(axis=1, keepdims=True), n_rows - n_cols, axis=1)
         scores = np.concatenate([scores, free], axis=1)
+    from scipy.optimize import linear_sum_assignment
     rows, cols = linear_sum_assignment(scores, maximize=True)
     mapping = np.empty(n_rows, dtype=np.int64)
     mapping[rows] = cols
@@ -58,6 +59,7 @@ def best_matching(clusters, labels, n_clusters: int, n_classes: int) -> np.ndarr
 def _matching(counts: np.ndarray) -> np.ndarray:
     if counts.shape[0] > counts.shape[1]:
         return onto_assignment(counts)
+    from scipy.optimize import linear_sum_assignment
     rows, cols = linear_sum_assignment(counts, maximize=True)
     mapping = np.full(counts.shape[0], -1, dtype=np.int64)
     mapping[rows] = cols
@@ -130,7 +132,7 @@ def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Board
     return board_metrics(digits, solution.long(), boards.is_input, valid)
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
+def markdown_table(frame: "pandas.DataFrame") -> str:
     """A results table as Markdown: every number with one decimal (89.0, never 89), a missing
     value as n/a, text as it is."""
     def cell(x):
@@ -155,6 +157,7 @@ def peer_conflict_rate(clusters: torch.Tensor, cannot_link) -> float:
     """Share of the cannot-link pairs (images shown in peer given cells, so different digits)
     whose images share a cluster: 0 for clusters that are the digits, about 1/K for random ones.
     Label-free: the restarts' selection criterion."""
+    from scipy.sparse import triu
     pairs = triu(cannot_link, 1).tocoo()
     if pairs.nnz == 0:
         return 0.0
@@ -168,7 +171,7 @@ def restart_agreement(runs: list[torch.Tensor]) -> list[float]:
     another, failed runs each fail their own way."""
     if len(runs) < 2:
         return [None] * len(runs)
-    from sklearn.metrics import adjusted_rand_score  # here: sklearn's import costs every stage a second
+    from sklearn.metrics import adjusted_rand_score
 
     return [float(np.mean([adjusted_rand_score(run.numpy(), other.numpy())
                            for j, other in enumerate(runs) if j != i])) for i, run in enumerate(runs)]

@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from ..harness.io import PipelineError
@@ -69,6 +68,7 @@ def hard_permutation(P: torch.Tensor, method: str = "argmax") -> torch.Tensor:
     if method == "hungarian" and P.shape[0] > P.shape[1]:
         return torch.from_numpy(onto_assignment(P.detach().cpu().double().numpy()))
     if method == "hungarian":
+        from scipy.optimize import linear_sum_assignment  # here: a stage's start-up need not import scipy
         rows, cols = linear_sum_assignment(P.detach().cpu().double().numpy(), maximize=True)
         perm = np.empty(len(rows), dtype=np.int64)
         perm[rows] = cols
@@ -149,6 +149,7 @@ def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_r
     `max_ratio` times that of the identity; a SATNet barely above chance, whose co-occurrences
     are all alike, keeps its numbering as it is.
     """
+    from scipy.optimize import linear_sum_assignment
     _, rho = linear_sum_assignment(cooccurrence.detach().cpu().double().numpy())
     rho = torch.from_numpy(rho).long()
     identity = torch.arange(len(rho))
