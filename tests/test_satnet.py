@@ -185,39 +185,6 @@ def test_the_vdpbf16ps_tile_takes_the_same_products_as_the_amx_tiles(k, monkeypa
     assert max(relative_errors(expected, vector)) < 2e-2
 
 
-@pytest.mark.parametrize("precision", ["bf16", "bf16x3", "fp32"])
-def test_the_forward_hands_its_packed_operands_to_the_backward(precision, monkeypatch):
-    """A training forward keeps each sample's packed rows of C for its backward, which frees them
-    and returns exactly what packing them again gives (the same bits); a forward whose backward
-    never comes frees them when its graph goes."""
-    from satground.satnet import cpu
-    if (precision == "bf16" and not cpu.bf16_available()) or (precision == "bf16x3" and not cpu.bf16x3_available()):
-        pytest.skip(f"no {precision} products in this build")
-    monkeypatch.setenv("SATGROUND_CPU_PRECISION", precision)
-    z, is_input, w = random_problem(300, 4, 5, torch.float32)
-    torch.manual_seed(0)
-    layer = SATNet(300, 120, 80, backend="cpu", k=16, max_iter=20, eps=0.0)
-    handed, released, backward = [], [], cpu.mix_backward
-
-    def spy(*args, kept=None):
-        handed.append(sum(bool(h) for h in kept.handles))
-        return backward(*args, kept=kept)
-    monkeypatch.setattr(cpu, "mix_backward", spy)
-    monkeypatch.setattr(cpu, "_release", lambda lib, handles: released.append(sum(bool(h) for h in handles)))
-    kept = value_and_grads(layer, z, is_input, w)
-    assert handed == [4] and released == [0]  # all four handed over, none left to release
-    monkeypatch.delattr(cpu, "Kept")  # now every backward packs its operands afresh
-    monkeypatch.setattr(cpu, "mix_backward", backward)
-    for a, b in zip(kept, value_and_grads(layer, z, is_input, w)):
-        assert torch.equal(a, b)
-    monkeypatch.undo()
-    monkeypatch.setattr(cpu, "_release", lambda lib, handles: released.append(sum(bool(h) for h in handles)))
-    monkeypatch.setenv("SATGROUND_CPU_PRECISION", precision)
-    out = run(layer, z.clone().requires_grad_(), is_input)
-    del out  # the graph, and with it the forward's operands
-    assert released[-1] == 4
-
-
 def test_bf16_is_refused_where_not_built(monkeypatch):
     """An AVX2 build has neither AMX nor vdpbf16ps: bf16 is refused in one line, not run as fp32."""
     from satground.satnet import cpu

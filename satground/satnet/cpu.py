@@ -52,7 +52,6 @@ import platform
 import shlex
 import subprocess
 import tempfile
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -157,10 +156,9 @@ def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(target_path))
     real, ptr, i32 = (ctypes.c_float if dtype == torch.float32 else ctypes.c_double,
                       ctypes.c_void_p, ctypes.c_int)
-    lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, i32, real, ptr, i32, ptr]
-    lib.mix_backward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, ptr, ptr, i32, real, ptr, i32, ptr]
+    lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, i32, real, ptr, i32]
+    lib.mix_backward.argtypes = [ptr, i32, i32, ptr, ptr, ptr, ptr, ptr, i32, real, ptr, i32]
     lib.mix_forward.restype = lib.mix_backward.restype = i32
-    lib.sample_release.argtypes, lib.sample_release.restype = [ptr], None
     lib.bf16x3_available.restype = lib.bf16_available.restype = i32
     lib.tile_shape.restype = ctypes.c_char_p
     return lib
@@ -239,54 +237,26 @@ def _samples(*tensors):
     return [address(x) for x in tensors]
 
 
-class Kept:
-    """Each sample's packed operands (its free rows of C in the tile's layout), kept by a forward
-    for its backward, which then skips packing them again: they depend on C, the order and the
-    sample's free variables alone. The backward frees them; one that never comes frees them when
-    this is dropped."""
-
-    def __init__(self, batch: int, dtype: torch.dtype):
-        self.handles = (ctypes.c_void_p * batch)()
-        self._release = weakref.finalize(self, _release, _library(dtype), self.handles)
-
-    def address(self, s: int) -> int:
-        return ctypes.addressof(self.handles) + s * ctypes.sizeof(ctypes.c_void_p)
-
-    def take(self, s: int):
-        """Sample s's operands, handed over once (None after, or when out of memory)."""
-        handle, self.handles[s] = self.handles[s], None
-        return handle
-
-
-def _release(lib, handles) -> None:
-    for handle in handles:
-        if handle:
-            lib.sample_release(handle)
-
-
-def mix_forward(C, V, free, order, max_iter, eps, kept: Kept | None = None):
+def mix_forward(C, V, free, order, max_iter, eps):
     B, N, k = V.shape
     V, free = V.contiguous().clone(), free.contiguous()
     gnrm = torch.zeros(B, N, dtype=V.dtype)
     C, order = C.contiguous(), order.contiguous()  # visited in `order`: nothing is permuted
     lib, precision = _library(V.dtype), _precision()
     v, f, g = _samples(V, free, gnrm)
-    keep = (lambda s: kept.address(s)) if kept is not None else (lambda s: None)
     iters = _per_sample(lambda s: lib.mix_forward(
-        C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), int(max_iter), eps, g(s), precision,
-        keep(s)), B)
+        C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), int(max_iter), eps, g(s), precision), B)
     return V, gnrm, torch.tensor(iters, dtype=torch.long)
 
 
-def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, kept: Kept | None = None):
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
     B, N, k = V.shape
     C, V, gnrm, free, a, order = (x.contiguous() for x in (C, V, gnrm, free, a, order))
     U = torch.zeros_like(V)
     lib, precision = _library(V.dtype), _precision()
     v, g, f, a_, u = _samples(V, gnrm, free, a, U)
     sweeps = iters.tolist()
-    take = kept.take if kept is not None else (lambda s: None)
     _per_sample(lambda s: lib.mix_backward(
         C.data_ptr(), N, k, order.data_ptr(), f(s), v(s), g(s), a_(s), sweeps[s], prox_lam,
-        u(s), precision, take(s)), B)
+        u(s), precision), B)
     return U

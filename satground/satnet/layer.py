@@ -136,10 +136,7 @@ class MixingFunction(torch.autograd.Function):
         order = torch.randperm(N, generator=generator, device=draw_on).to(S.device)
         backend = _backend(backend_name, S.device)
         C = S.detach() @ S.detach().T  # the Gram matrix every sweep reads, kept for the backward
-        # a backend that packs each sample's operands (cpu) keeps them for the backward, if any
-        kept = ({"kept": backend.Kept(B, S.dtype)}
-                if hasattr(backend, "Kept") and any(ctx.needs_input_grad[:2]) else {})
-        V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps, **kept)
+        V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
         if count is not None:
             count.sweeps += int(iters.sum())
             count.samples += B
@@ -156,7 +153,6 @@ class MixingFunction(torch.autograd.Function):
         ctx.save_for_backward(S, C, V, gnrm, free, order, iters, z_all, sign, drop)
         ctx.prox_lam = prox_lam
         ctx.backend = backend
-        ctx.kept = kept
         ctx.n = n
         return z_out.to(z.dtype)
 
@@ -180,7 +176,7 @@ class MixingFunction(torch.autograd.Function):
         a[:, 1:n + 1] = (dz / math.pi)[:, :, None] * tangent
         a = a * free[:, :, None]
 
-        U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a, **ctx.kept)
+        U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a)
 
         # dL/dz at inputs: v_i = (-cos pi z, sign sin pi z, 0..), dv/dz = pi (sin, sign cos)
         # and dL/dv_i = -(Phi s_i) for a fixed variable, Phi = U^T S per sample; only its first

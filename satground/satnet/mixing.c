@@ -696,43 +696,16 @@ static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const RE
     }
 }
 
-/* A sample's packed operands (its free rows of C, their coefficients, the vectors' pairs) depend
- * on C, the order and its free variables alone, which its backward shares with its forward: a
- * forward given `keep` hands them on there instead of freeing them, and the backward given them
- * skips packing them again. sample_release frees a kept sample whose backward never comes. */
-void sample_release(struct sample *s)
-{
-    if (s) {
-        sample_free(s);
-        free(s);
-    }
-}
-
-static struct sample *sample_new(const REAL *C, int N, int k, const int64_t *order,
-                                 const uint8_t *is_free, int precision)
-{
-    struct sample *s = malloc(sizeof(*s));
-    if (!s)
-        return NULL;
-    if (sample_init(s, C, N, k, order, is_free, precision)) {
-        sample_release(s);
-        return NULL;
-    }
-    return s;
-}
-
 /* Forward sweeps, in place on V (N x k) and gnrm (N). Returns the sweeps run, or -1 when out
- * of memory. With `keep`, the sample's packed operands are handed on in *keep for its backward
- * (NULL when out of memory). */
+ * of memory. */
 int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
-                REAL *V, int max_iter, REAL eps, REAL *gnrm, int precision, struct sample **keep)
+                REAL *V, int max_iter, REAL eps, REAL *gnrm, int precision)
 {
-    struct sample *sp = sample_new(C, N, k, order, is_free, precision);
-    if (keep)
-        *keep = NULL;
-    if (!sp)
+    struct sample s;
+    if (sample_init(&s, C, N, k, order, is_free, precision)) {
+        sample_free(&s);
         return -1;
-    struct sample s = *sp;
+    }
     int nf = s.nf, kp = s.kp, sweeps;
     REAL *Vc = zeroed((size_t)nf * kp), *Fc = zeroed((size_t)(nf + TROWS) * kp);
     REAL *g = zeroed((size_t)AMX_ROWS * kp), *dv = zeroed(kp);
@@ -755,29 +728,20 @@ done:
     free(Fc);
     free(g);
     free(dv);
-    if (keep && sweeps >= 0)
-        *keep = sp;
-    else
-        sample_release(sp);
+    sample_free(&s);
     return sweeps;
 }
 
 /* Gauss-Seidel sweeps of the backward system, U (N x k) written for the free variables (the
- * fixed ones' rows are left as they are). `kept`: the operands its forward kept (NULL: packed
- * here), freed here either way. Returns 0, or -1 when out of memory. */
+ * fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
 int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
                  const REAL *V, const REAL *gnrm, const REAL *a, int sweeps, REAL prox_lam,
-                 REAL *U, int precision, struct sample *kept)
+                 REAL *U, int precision)
 {
-    struct sample *sp = kept ? kept : sample_new(C, N, k, order, is_free, precision);
-    if (!sp)
+    struct sample s;
+    if (sample_init(&s, C, N, k, order, is_free, precision)) {
+        sample_free(&s);
         return -1;
-    struct sample s = *sp;
-    if (kept && s.pairs) { /* the forward left its vectors' pairs there; U starts at 0 */
-        size_t x = (size_t)s.depth * s.kp;
-        memset(s.Xhi, 0, x * 2);
-        if (s.split)
-            memset(s.Xlo, 0, x * 2);
     }
     int nf = s.nf, kp = s.kp, status = 0;
     REAL *Vc = zeroed((size_t)nf * kp), *Ac = zeroed((size_t)nf * kp);
@@ -801,7 +765,7 @@ done:
     free(Uc);
     free(h);
     free(du);
-    sample_release(sp);
+    sample_free(&s);
     return status;
 }
 
