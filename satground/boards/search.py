@@ -1,8 +1,7 @@
 """The compiled half of sudoku.py: a bitmask depth-first search that branches on the empty cell
 with the fewest candidates, and the two generators built on it (sudoku.py's docstring), compiled
 with numba. A module of its own so that only the stages that search or generate puzzles pay
-numba's import; sudoku.py imports it inside the functions that
-call it.
+numba's import: sudoku.py imports it inside the functions that call it.
 """
 import numpy as np
 from numba import njit, prange
@@ -189,7 +188,7 @@ def _generate_hidden_singles(box, seed, puzzle_out, solution_out):
     np.random.seed(seed)
     C = box ** 4
     search(np.zeros(C, np.uint8), box, np.int64(1), solution_out, np.int64(-1), np.int64(-1),
-            np.bool_(True))
+           np.bool_(True))
     puzzle_out[:] = solution_out
     for c in np.random.permutation(C):
         if _hidden_single(puzzle_out, box, c):

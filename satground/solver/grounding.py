@@ -68,7 +68,7 @@ def hard_permutation(P: torch.Tensor, method: str = "argmax") -> torch.Tensor:
     if method == "hungarian" and P.shape[0] > P.shape[1]:
         return torch.from_numpy(onto_assignment(P.detach().cpu().double().numpy()))
     if method == "hungarian":
-        from scipy.optimize import linear_sum_assignment  # here: a stage's start-up need not import scipy
+        from scipy.optimize import linear_sum_assignment  # here: spares every stage's start-up
         rows, cols = linear_sum_assignment(P.detach().cpu().double().numpy(), maximize=True)
         perm = np.empty(len(rows), dtype=np.int64)
         perm[rows] = cols
