@@ -144,6 +144,30 @@ def test_seeds_table_gives_the_times_of_timed_records_on_one_machine(tmp_path):
     assert "whole run" not in report.seeds_table(report.pd.DataFrame(rows()))
 
 
+def test_boundary_shift_report_plots_the_final_model_beside_the_model_as_trained(tmp_path, monkeypatch):
+    folders = []
+    for shift, clustering, trained, final in ((0.0, 0.98, 0.6, 0.95), (0.2, 0.80, 0.0, 0.0), (0.1, 0.90, 0.4, 0.9)):
+        folder = record(tmp_path / f"shift{shift}", 0, trained)
+        params = yaml.safe_load((folder / "params.yaml").read_text()) | {"distill": {"boundary_shift": shift}}
+        (folder / "params.yaml").write_text(yaml.safe_dump(params))
+        data = json.loads((folder / "metrics.json").read_text())
+        data["stages"]["evaluate"]["metrics"]["boards_checked"] = final
+        data["stages"]["distill"]["metrics"]["classifier_dev_accuracy"] = clustering
+        (folder / "metrics.json").write_text(json.dumps(data))
+        folders.append(folder)
+    csv, plot = tmp_path / "ablation.csv", tmp_path / "ablation.png"
+    monkeypatch.setattr(report.sys, "argv", ["ablation_report.py", "--sweep", "boundary_shift", "--csv", str(csv),
+                                             "--plot", str(plot), "--records", *map(str, folders)])
+    figures = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: figures.append(fig))
+    assert report.main() == 0
+    labels = [text.get_text() for text in figures[0].axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["exact boards, as trained", "exact boards, final (re-read + check)"]
+    table = report.pd.read_csv(csv)
+    assert list(table.boundary_shift) == [0.2, 0.1, 0.0]  # by clustering accuracy
+    assert list(table.boards_checked) == [0.0, 0.9, 0.95] and list(table.board_accuracy) == [0.0, 0.4, 0.6]
+
+
 def test_a_folder_that_is_no_record_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(report.sys, "argv", ["ablation_report.py", "--sweep", "seeds", "--records",
                                              str(tmp_path)])
