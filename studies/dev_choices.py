@@ -1,7 +1,7 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--views 1 5 7] [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--views 1 5 7] [--check-weights 1 2] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -10,7 +10,8 @@ boards with every blank right, in %. --as-trained adds the model as end-to-end t
 (models/solver.pt, before any re-read; the image-reuse study's first column). --solve-sweeps
 scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
 reader is the one re-read at params.yaml's. --views reads each image in that many views
-(`evaluate.views`; default: params.yaml's). A choice is made on the label-free columns, every blank
+(`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
+SATNet's inference against the reader's (`evaluate.check_weight`). A choice is made on the label-free columns, every blank
 right and blank cells right (docs/studies/label-free-choices.md); exact boards read the givens'
 labels and are reported only.
 """
@@ -49,6 +50,8 @@ def main(argv=None):
                         help="satnet.solve_sweeps values to score (none = as trained)")
     parser.add_argument("--views", type=int, nargs="+", choices=(1, 5, 7),
                         help="evaluate.views values to score (default: params.yaml's)")
+    parser.add_argument("--check-weights", type=float, nargs="+", default=[1.0],
+                        help="weights of SATNet's inference against the reader's in the check (1 = equal)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -68,15 +71,17 @@ def main(argv=None):
     readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
                for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
     rows = []
-    for ((proofreader, name, n, views), model), folds, starts in itertools.product(readers.items(), args.folds, args.starts):
-        if folds == 0 and starts > 1:
-            continue  # starts average the checked rows' final solve only
+    for ((proofreader, name, n, views), model), folds, starts, weight in itertools.product(
+            readers.items(), args.folds, args.starts, args.check_weights):
+        if folds == 0 and (starts > 1 or weight != args.check_weights[0]):
+            continue  # starts and the weight act on the checked rows only
         seed_everything(params.seed)
         start = time.perf_counter()
-        solver = Checked(model, folds, starts) if folds else model
+        solver = Checked(model, folds, starts, weight) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
-                     "check_folds": folds, "starts": starts, **dev_percentages(scores),
+                     "check_folds": folds, "starts": starts, "check_weight": weight if folds else "",
+                     **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         print(rows[-1], flush=True)
     show_rows(rows, f"{len(dev)} dev boards, {final}", args.out)

@@ -203,6 +203,30 @@ def test_the_check_hides_each_given_once_and_overrules_a_misreading():
     assert torch.allclose(kept, z, atol=1e-4)
 
 
+def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
+    """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
+    both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is
+    the unweighted product."""
+    boards, digits, solutions = boards_with_index_images()
+    logits = 20.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = 20.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
+    model = VisualSolver(IndexReader(logits), OracleSolver(solutions))
+    z = model.input_probs(boards.images[boards.cell_image[boards.is_input]], boards.is_input)
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1)[boards.is_input] - 1
+
+    def read(weight):
+        checked = checked_readings(model.solver, z, boards.is_input, folds=3, weight=weight)
+        return checked.reshape(len(boards), -1, K)[boards.is_input]
+
+    equal, heavier = read(1.0), read(2.0)
+    wrong = equal.argmax(1) != truth
+    assert wrong.any() and (equal[wrong].max(1).values < 0.6).all()  # a near tie where misread
+    assert torch.equal(heavier.argmax(1), truth)
+    unweighted = checked_readings(model.solver, z, boards.is_input, folds=3)
+    assert torch.equal(equal, unweighted.reshape(len(boards), -1, K)[boards.is_input])
+
+
 def test_a_checked_solver_runs_its_final_solve_on_the_checked_readings():
     boards, digits, solutions = boards_with_index_images(8)
     logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()

@@ -20,11 +20,13 @@ def log_inference(probs: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int) -> torch.Tensor:
+def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int,
+                     weight: float = 1.0) -> torch.Tensor:
     """SATNet's check of a board's readings: the givens are dealt into `folds` interleaved folds;
     per fold, SATNet sees the other givens and infers the fold's cells. A given's checked reading
-    is the product of the classifier's probabilities and SATNet's inference, renormalised (two
-    independent opinions of one digit); blanks stay 0.
+    is the product of the classifier's probabilities and SATNet's inference raised to `weight`,
+    renormalised (two opinions of one digit; weight 1: equal ones; above 1, SATNet's outweighs a
+    confident misreading, which both floors would otherwise tie); blanks stay 0.
 
     solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
     B, C = is_input.shape
@@ -37,7 +39,7 @@ def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int
         seen = is_input & ~out
         probs = solver((readings * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
         log_votes += torch.where(out.unsqueeze(2), log_inference(probs), 0.0)
-    logits = readings.clamp_min(1e-4).log() + log_votes
+    logits = readings.clamp_min(1e-4).log() + weight * log_votes
     checked = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
     return checked.reshape(B, C * K)
 
@@ -46,14 +48,16 @@ class Checked(VisualSolver):
     """A visual solver whose readings SATNet checks (`checked_readings`) before it solves the
     board: test time only, one SATNet pass per fold more. With `starts` > 1 the final solve is
     the mean of SATNet's outputs from that many random starts of its vectors: the mixing method
-    ends in a different local optimum from each start, and their mean errs less than one."""
+    ends in a different local optimum from each start, and their mean errs less than one.
+    `weight`: SATNet's inference against the reader's reading (`checked_readings`)."""
 
-    def __init__(self, model: VisualSolver, folds: int, starts: int = 1):
+    def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0):
         super().__init__(model.classifier, model.solver)
-        self.folds, self.starts = folds, starts
+        self.folds, self.starts, self.weight = folds, starts, weight
 
     def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
-        return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds)
+        return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds,
+                                self.weight)
 
     def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
         z = self.input_probs(images, is_input)
