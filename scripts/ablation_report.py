@@ -171,7 +171,7 @@ def main():
     ax.plot(x, 100 * table.grounding_cell_accuracy, "s", mfc="none",
             label="grounding phase, per-cell accuracy")
     ax.axvline(88, color="grey", lw=0.8, ls=":", label="paper's threshold (88 %)")
-    ax.set_xlabel("test clustering accuracy of the distilled classifier (%)")
+    ax.set_xlabel("clustering accuracy of the classifier in front of SATNet, dev images (%)")
     ax.set_ylabel("accuracy (%)")
     what = {"checkpoint": "InfoGAN checkpoints", "mislabel": "share of images mislabelled",
             "boundary_shift": "cluster boundaries shifted"}
