@@ -5,7 +5,11 @@ See satground.solver.reread. The trained solver's SATNet infers released givens 
 training labels); their votes and the classifier's reading give each training image a
 pseudo-label; a new reader (`reread.reader`) trained on them replaces the classifier in front of
 the unchanged SATNet.
-`reread.reader: none` keeps train's solver as it is (the paper). The true digits of the dev
+`reread.reader: none` keeps train's solver as it is (the paper). With `reread.rounds` R > 1 (ours),
+each later round first trains a fresh SATNet end to end behind the last round's reader, frozen
+(train's epochs, batch size and decay; satground.solver.training.train_behind), then re-reads
+with that SATNet: a reader that misread many givens trained the first SATNet badly, and the
+re-read reader trains a better one. The true digits of the dev
 boards' images (dev_truth.pt, "image_labels") are read only to report how well the classifier
 and the new reader read them; no truth of the training or test images is read.
 """
@@ -19,6 +23,7 @@ from satground.readers.lenet import predict as classify
 from satground.solver.models import VisualSolver, checkpoint, load_solver
 from satground.harness.params import load_params
 from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.training import train_behind
 from satground.satnet import check_setup
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
@@ -46,19 +51,29 @@ def main(argv=None):
             "classifier_dev_accuracy": accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)}
     if cfg.reader != "none":
         generator = seed_everything(cfg.seed)
-        votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
-                                              generator, cfg.context)
-        labels = pseudo_labels(votes, reading)[train_pool]
-        reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
-                              cfg.epochs, cfg.nets, cfg.seed,
-                              keep=model.classifier if cfg.keep_classifier else None,
-                              **cfg.reader_training())
-        model = VisualSolver(reader, model.solver)
-        info.update({
-            "votes_per_image": counts[train_pool].mean().item(),
-            # label free: how often SATNet's votes overrule the classifier's reading
-            "pseudo_labels_changed": (labels != reading[train_pool].argmax(1)).float().mean().item(),
-        })
+        rounds = []
+        for round_ in range(1, cfg.rounds + 1):
+            if round_ > 1:  # a fresh SATNet behind the last round's reader
+                model = train_behind(model.classifier, train, dev, params.satnet, params.train.epochs,
+                                     params.train.batch_size, params.train.decay_epochs,
+                                     torch.device("cpu"), generator, report, desc=f"round {round_}",
+                                     prefix=f"round{round_}_")
+            votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
+                                                  generator, cfg.context)
+            labels = pseudo_labels(votes, reading)[train_pool]
+            reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
+                                  cfg.epochs, cfg.nets, cfg.seed,
+                                  keep=model.classifier if cfg.keep_classifier else None,
+                                  **cfg.reader_training())
+            rounds.append({
+                "votes_per_image": counts[train_pool].mean().item(),
+                # label free: how often SATNet's votes overrule the classifier's reading
+                "pseudo_labels_changed": (labels != reading[train_pool].argmax(1)).float().mean().item(),
+                "reader_dev_accuracy": accuracy(classify(reader, dev.images[dev_pool]), dev_truth)})
+            model = VisualSolver(reader, model.solver)
+        info.update({key: rounds[0][key] for key in ("votes_per_image", "pseudo_labels_changed")})
+        if cfg.rounds > 1:
+            info["rounds"] = rounds
     info["reader_dev_accuracy"] = accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)
     save_all({args.model_out: checkpoint(model)})
     report.finish({"reader_dev_accuracy": info["reader_dev_accuracy"]}, info)

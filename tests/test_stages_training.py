@@ -419,6 +419,45 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
             assert torch.equal(value, after.state_dict()[name]), name
 
 
+def test_reread_rounds_train_a_fresh_satnet_behind_the_last_reader_then_reread(workdir, ungrounded_run,
+                                                                               tmp_path, monkeypatch):
+    """reread.rounds 2: the second round trains a fresh SATNet behind the first round's reader
+    (frozen), and the stage writes that SATNet with the reader it re-read; each round's figures in
+    info.json, the second round's curves under round2_."""
+    from satground.readers.digitcnn import DigitReader
+    from satground.solver.models import load_solver
+    module = stage("reread")
+    behind = []
+    real = module.train_behind
+
+    def spy(reader, *args, **kwargs):
+        behind.append(reader)
+        model = real(reader, *args, **kwargs)
+        behind.append(model)
+        return model
+
+    monkeypatch.setattr(module, "train_behind", spy)
+    (tmp_path / "rounds.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS["reread"], "rounds": 2}}))
+    module.main(declared("reread", params=tmp_path / "rounds.yaml", model_out=tmp_path / "rounds.pt",
+                         metrics_out=tmp_path / "m"))
+    assert len(behind) == 2 and isinstance(behind[0], DigitReader)  # round 1's reader, not train's LeNet
+    assert not any(p.requires_grad for p in behind[0].parameters())  # frozen behind SATNet
+    trained, out = load_solver(workdir / "models/solver.pt"), load_solver(tmp_path / "rounds.pt")
+    assert not torch.equal(trained.solver.satnet.S, out.solver.satnet.S)
+    assert torch.equal(out.solver.satnet.S, behind[1].solver.satnet.S)
+    assert isinstance(out.classifier, DigitReader)
+    info = json.loads((tmp_path / "m" / "info.json").read_text())
+    assert len(info["rounds"]) == 2 and info["votes_per_image"] == info["rounds"][0]["votes_per_image"]
+    assert list((tmp_path / "m").rglob("round2_dev_blank_cells.tsv"))
+    for bad, match in (({"rounds": 2, "reader": "none"}, "needs a reader"),
+                       ({"rounds": 2, "keep_classifier": True}, "needs 'reread.rounds: 1'")):
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS["reread"], **bad}}))
+        with pytest.raises(PipelineError, match=match):
+            module.main(declared("reread", params=tmp_path / "bad.yaml", model_out=tmp_path / "bad.pt",
+                                 metrics_out=tmp_path / "m_bad"))
+        assert not (tmp_path / "bad.pt").exists()
+
+
 def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(workdir, ungrounded_run,
                                                                               tmp_path, monkeypatch):
     """train.classifier_lr 0: the classifier leaves train exactly as it came in (the distilled

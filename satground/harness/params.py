@@ -329,6 +329,10 @@ class Reread:
     keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
                                  "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
+    rounds: int = knob(1, "re-read rounds; each after the first trains a fresh SATNet end to end "
+                       "behind the last round's reader, frozen (train's epochs, batch size and "
+                       "decay), then re-reads with it (ours: SATNet repairs a reader that trained "
+                       "it badly); 1 = one re-read", low=1, high=5)
     seed: int | None = seed_knob("the released givens and the reader's initialisation")
 
     def reader_training(self) -> dict:
@@ -340,6 +344,12 @@ class Reread:
         if self.keep_classifier and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "
                                 f"got {self.reader!r}")
+        if self.rounds > 1 and self.keep_classifier:
+            raise PipelineError(f"{where}: 'reread.keep_classifier' keeps the end-to-end classifier "
+                                f"in one re-read, so it needs 'reread.rounds: 1', got {self.rounds}")
+        if self.rounds > 1 and self.reader == "none":
+            raise PipelineError(f"{where}: 'reread.rounds' {self.rounds} needs a reader to re-read "
+                                f"with, got 'reread.reader: none'")
 
 
 @dataclass(frozen=True)
