@@ -11,9 +11,9 @@ boards with every blank right, in %. --as-trained adds the model as end-to-end t
 scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
 reader is the one re-read at params.yaml's. --views reads each image in that many views
 (`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
-SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is evaluate's). A choice is made on the label-free columns, every blank
-right and blank cells right (docs/studies/label-free-choices.md); exact boards read the givens'
-labels and are reported only.
+SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
+evaluate's). A choice is made on the label-free columns, every blank right and blank cells right
+(docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
 """
 import argparse
 import itertools
