@@ -49,6 +49,7 @@ def main(argv=None):
 
     info = {"reader": cfg.reader, "context": cfg.context,
             "classifier_dev_accuracy": accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)}
+    info["reader_dev_accuracy"] = info["classifier_dev_accuracy"]  # reader none: the classifier stays
     if cfg.reader != "none":
         generator = seed_everything(cfg.seed)
         rounds = []
@@ -72,9 +73,9 @@ def main(argv=None):
                 "reader_dev_accuracy": accuracy(classify(reader, dev.images[dev_pool]), dev_truth)})
             model = VisualSolver(reader, model.solver)
         info.update({key: rounds[0][key] for key in ("votes_per_image", "pseudo_labels_changed")})
+        info["reader_dev_accuracy"] = rounds[-1]["reader_dev_accuracy"]  # the last round's reader is kept
         if cfg.rounds > 1:
             info["rounds"] = rounds
-    info["reader_dev_accuracy"] = accuracy(classify(model.classifier, dev.images[dev_pool]), dev_truth)
     save_all({args.model_out: checkpoint(model)})
     report.finish({"reader_dev_accuracy": info["reader_dev_accuracy"]}, info)
     print(f"reread ({cfg.reader}): dev images read right {info['classifier_dev_accuracy']} -> "
