@@ -18,6 +18,9 @@ grounding phase starts from; truth used for reporting only), the clusterer's
 (cluster_dev_accuracy), the grounding phase's blank-cell accuracy (ground_val_blank_cells),
 whether the permutation is right (perm_right) and
 the board accuracy (boards, boards_pr). Writes metrics/ablation.csv and plots/ablation.png.
+The workspace is a point only while `dvc status` finds it current. The `boundary_shift` sweep
+may also vary `reread.rounds`: the final model is then plotted once per rounds value. --merge
+adds the rows of an earlier report's CSV (another clone's sweep) to this one's.
 The `seeds` sweep (every seed changed together; the workspace is one of them) writes each run's
 board metrics and a markdown table of their mean +- std instead of the plot.
 
@@ -51,7 +54,7 @@ def column(row: dict, name: str):
 
 # the params each sweep varies (prefixes); its experiments agree with the workspace elsewhere
 SWEEPS = {"checkpoint": ("distill.checkpoint", "cluster.", "rule_aware"), "mislabel": ("distill.mislabel",),
-          "boundary_shift": ("distill.boundary_shift",),
+          "boundary_shift": ("distill.boundary_shift", "reread.rounds"),
           "seeds": ("seed", "data.seed", "cluster.seed", "distill.seed", "reread.seed")}
 
 # the seeds table: evaluate's board metrics (metrics/evaluate/metrics.json) -> what they measure
@@ -78,15 +81,18 @@ def in_sweep(params: dict, workspace: dict, sweep: str) -> bool:
     return all(params.get(k) == workspace.get(k) for k in keys if not k.startswith(varied))
 
 
-def rows(show: list, sweep: str, keys: list) -> list:
+def rows(show: list, sweep: str, keys: list, workspace_point: bool = True) -> list:
     """The finished experiments of `sweep` in dvc.api.exp_show's rows (and the workspace, the
-    sweep's reference point when it is one), one dict each; `keys` are the params' names."""
+    sweep's reference point when it is one, unless `workspace_point` is false), one dict each;
+    `keys` are the params' names."""
     if not show:
         return []
     workspace = {key: column(show[0], key) for key in keys}
     out = []
     for run in show:
         if run is not show[0] and not str(run.get("typ", "")).startswith("branch"):
+            continue
+        if run is show[0] and not workspace_point:
             continue  # a commit's row: its results are the workspace's or another run's
         # a queued or running experiment's folder still holds its baseline's metrics files:
         # reading them would pair one checkpoint with another run's results
@@ -100,6 +106,7 @@ def rows(show: list, sweep: str, keys: list) -> list:
             "checkpoint": params.get("distill.checkpoint", "final"),
             "mislabel": params.get("distill.mislabel", 0.0),
             "boundary_shift": params.get("distill.boundary_shift", 0.0),
+            "rounds": params.get("reread.rounds") or 1,
             "clustering_accuracy": column(run, "classifier_dev_accuracy"),
             "teacher_accuracy": column(run, "cluster_dev_accuracy"),
             "grounding_cell_accuracy": column(run, "ground_val_blank_cells"),
@@ -134,6 +141,30 @@ def record_row(folder: Path) -> dict:
     return row
 
 
+def workspace_is_current() -> bool:
+    """Whether the workspace's metrics are its params' (`dvc status` finds no stage changed): a
+    workspace whose params.yaml was edited after its last run would pair them with older results."""
+    from dvc.repo import Repo
+    with Repo() as repo:
+        return not repo.status()
+
+
+def merged(table: pd.DataFrame, paths: list) -> pd.DataFrame:
+    """`table` with the rows of earlier reports of the same sweep (their CSVs), e.g. another
+    clone's; a CSV written before the `rounds` column was re-read once (reread.rounds 1)."""
+    earlier = []
+    for path in paths:
+        try:
+            earlier.append(pd.read_csv(path))
+        except (OSError, pd.errors.ParserError) as exc:
+            raise PipelineError(f"--merge {path}: not a readable report CSV ({exc})") from exc
+    if not earlier:
+        return table
+    out = pd.concat([table, *earlier], ignore_index=True)
+    out["rounds"] = out.get("rounds", pd.Series(index=out.index, dtype=float)).fillna(1).astype(int)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", choices=list(SWEEPS), default="mislabel")
@@ -142,14 +173,19 @@ def main():
     parser.add_argument("--table", default="metrics/seeds.md", help="seeds: the mean +- std table")
     parser.add_argument("--records", nargs="+", type=Path, metavar="FOLDER",
                         help="kept records (results/<name>/) instead of this repository's experiments")
+    parser.add_argument("--merge", nargs="+", default=[], metavar="CSV",
+                        help="earlier reports of the same sweep (their --csv) whose rows join these")
     args = parser.parse_args()
     keys = known_keys()
     try:
         show = [record_row(folder) for folder in args.records] if args.records else dvc.api.exp_show()
+        current = bool(args.records) or workspace_is_current()
+        if not current:
+            print("note: the workspace is not a point: dvc status finds stages changed since its last run")
+        table = merged(pd.DataFrame(rows(show, args.sweep, keys, current)), args.merge).drop_duplicates()
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    table = pd.DataFrame(rows(show, args.sweep, keys)).drop_duplicates()
     if table.empty:
         print(f"error: no finished experiment of the {args.sweep} sweep beside the workspace "
               f"(with the classifier_dev_accuracy and boards metrics) yet", file=sys.stderr)
@@ -162,13 +198,18 @@ def main():
 
     fig, ax = plt.subplots(figsize=(6, 4))
     # points only: a line would claim values between runs, across gaps where no run landed
+    rounds = table.get("rounds", pd.Series(1, index=table.index))
+    # the model as trained and the grounding phase come before the re-read: one point per run of
+    # the fewest re-read rounds (the same training again at more rounds)
+    once = rounds == rounds.min()
     x = 100 * table.clustering_accuracy
-    ax.plot(x, 100 * table.board_accuracy, "o", label="exact boards, as trained")
-    final = table.boards_checked.notna()  # the final model: re-read reader + SATNet's check
-    if final.any():
-        ax.plot(x[final], 100 * table.boards_checked[final].astype(float), "^",
-                label="exact boards, final (re-read + check)")
-    ax.plot(x, 100 * table.grounding_cell_accuracy, "s", mfc="none",
+    ax.plot(x[once], 100 * table.board_accuracy[once], "o", label="exact boards, as trained")
+    for count, marker in zip(sorted(rounds.unique()), "^v*Dp"):
+        final = table.boards_checked.notna() & (rounds == count)  # re-read reader + SATNet's check
+        if final.any():
+            ax.plot(x[final], 100 * table.boards_checked[final].astype(float), marker,
+                    label="exact boards, final (re-read + check)" + (f", reread.rounds {count}" if count > 1 else ""))
+    ax.plot(x[once], 100 * table.grounding_cell_accuracy[once], "s", mfc="none",
             label="grounding phase, per-cell accuracy")
     ax.axvline(88, color="grey", lw=0.8, ls=":", label="paper's threshold (88 %)")
     ax.set_xlabel("clustering accuracy of the classifier in front of SATNet, dev images (%)")

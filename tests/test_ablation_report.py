@@ -56,6 +56,8 @@ def test_mislabel_sweep_keeps_its_finished_experiments_and_the_workspace():
     assert rows[1]["clustering_accuracy"] == 0.88 and rows[1]["board_accuracy"] == 0.60
     assert rows[1]["mislabel"] == 0.1 and rows[1]["teacher_accuracy"] == 0.97
     assert rows[2]["grounding_cell_accuracy"] == 0.25 and rows[2]["permutation_correct"] is False
+    # a workspace whose params changed after its last run pairs them with older metrics: no point
+    assert names(report.rows(show, "mislabel", KEYS, workspace_point=False)) == ["mis-10", "mis-20"]
 
 
 def test_checkpoint_sweep_keeps_only_checkpoint_runs_on_the_same_data():
@@ -166,6 +168,38 @@ def test_boundary_shift_report_plots_the_final_model_beside_the_model_as_trained
     table = report.pd.read_csv(csv)
     assert list(table.boundary_shift) == [0.2, 0.1, 0.0]  # by clustering accuracy
     assert list(table.boards_checked) == [0.0, 0.9, 0.95] and list(table.board_accuracy) == [0.0, 0.4, 0.6]
+
+
+def test_boundary_shift_report_plots_each_rounds_value_and_merges_an_earlier_report(tmp_path, monkeypatch):
+    earlier = tmp_path / "earlier.csv"  # another clone's sweep, written before the rounds column
+    report.pd.DataFrame({"experiment": ["a", "b"], "boundary_shift": [0.0, 0.4], "clustering_accuracy": [0.98, 0.73],
+                         "board_accuracy": [0.5, 0.01], "boards_checked": [0.97, 0.03],
+                         "grounding_cell_accuracy": [0.3, 0.19]}).to_csv(earlier, index=False)
+    folder = record(tmp_path / "shift0.4_rounds2", 0, 0.01)
+    params = yaml.safe_load((folder / "params.yaml").read_text()) | {"distill": {"boundary_shift": 0.4},
+                                                                      "reread": {"rounds": 2}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    data = json.loads((folder / "metrics.json").read_text())
+    data["stages"]["evaluate"]["metrics"]["boards_checked"] = 0.95
+    data["stages"]["distill"]["metrics"]["classifier_dev_accuracy"] = 0.73
+    (folder / "metrics.json").write_text(json.dumps(data))
+    csv, plot = tmp_path / "ablation.csv", tmp_path / "ablation.png"
+    monkeypatch.setattr(report.sys, "argv", ["ablation_report.py", "--sweep", "boundary_shift", "--csv", str(csv),
+                                             "--plot", str(plot), "--records", str(folder), "--merge", str(earlier)])
+    figures = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: figures.append(fig))
+    assert report.main() == 0
+    ax = figures[0].axes[0]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels[:3] == ["exact boards, as trained", "exact boards, final (re-read + check)",
+                          "exact boards, final (re-read + check), reread.rounds 2"]
+    assert list(ax.lines[0].get_ydata()) == [1.0, 50.0]  # as trained: once a shift, from the rounds-1 runs
+    assert list(ax.lines[2].get_ydata()) == [95.0]
+    table = report.pd.read_csv(csv)
+    assert sorted(zip(table.boundary_shift, table["rounds"])) == [(0.0, 1), (0.4, 1), (0.4, 2)]
+    monkeypatch.setattr(report.sys, "argv", ["ablation_report.py", "--sweep", "boundary_shift", "--csv", str(csv),
+                                             "--records", str(folder), "--merge", str(tmp_path / "absent.csv")])
+    assert report.main() == 1
 
 
 def test_a_folder_that_is_no_record_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
