@@ -91,9 +91,9 @@ def rows(show: list, sweep: str, keys: list, workspace_point: bool = True) -> li
     out = []
     for run in show:
         if run is not show[0] and not str(run.get("typ", "")).startswith("branch"):
-            continue
-        if run is show[0] and not workspace_point:
             continue  # a commit's row: its results are the workspace's or another run's
+        if run is show[0] and not workspace_point:
+            continue
         # a queued or running experiment's folder still holds its baseline's metrics files:
         # reading them would pair one checkpoint with another run's results
         if run.get("State") not in (None, "Success"):
@@ -198,7 +198,7 @@ def main():
 
     fig, ax = plt.subplots(figsize=(6, 4))
     # points only: a line would claim values between runs, across gaps where no run landed
-    rounds = table.get("rounds", pd.Series(1, index=table.index))
+    rounds = table["rounds"]  # every row has one: rows() reads it, merged() fills older CSVs'
     # the model as trained and the grounding phase come before the re-read: one point per run of
     # the fewest re-read rounds (the same training again at more rounds)
     once = rounds == rounds.min()
