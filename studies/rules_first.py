@@ -4,7 +4,7 @@ an image (`train.rules_epochs`; docs/studies/rules-first.md).
     python studies/rules_first.py --prepared RUN/data/prepared --epochs 3 --shown 0.8 \
         --out results/rules_first/shown08.json
 
-A fresh SATNet of the default's size (m 600, aux 300, k 32, lr 2e-3, batch 40) learns from the
+A fresh SATNet of the default's size (m 600, aux 300, k 32 or `--k`, lr 2e-3, batch 40) learns from the
 training boards' ungrounded view exactly as the train stage's rules epochs do
 (satground.solver.training.learn_rules): each board shows a random `--shown` share of its
 labelled blank cells, SATNet infers the others; the givens are free cells, neither image nor
@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--prepared", type=Path, required=True, help="a run's data/prepared folder")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--shown", type=float, default=0.8)
+    parser.add_argument("--k", type=int, default=32, help="satnet.k, the SDP rank")
     parser.add_argument("--precision", default="auto", help="satnet.precision")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
@@ -43,7 +44,7 @@ def main() -> None:
     train = load_boards(args.prepared, "train")
     dev = load_boards(args.prepared, "dev", like=train)
     torch.manual_seed(args.seed)
-    solver = SymbolicSolver(train.board_size, m=600, aux=300, max_iter=40, eps=1e-4, k=32)
+    solver = SymbolicSolver(train.board_size, m=600, aux=300, max_iter=40, eps=1e-4, k=args.k)
     curve = []
 
     class Report:  # the rows learn_rules logs, kept with their seconds
@@ -51,6 +52,7 @@ def main() -> None:
 
         def log_epoch(self, epoch, row, prefix):
             curve.append({"epoch": epoch, **row, "seconds": round(time.perf_counter() - self.start, 1)})
+            print(json.dumps(curve[-1]), flush=True)
 
     learn_rules(solver, train, dev, args.epochs, args.shown, 2e-3, 40, device,
                 torch.Generator().manual_seed(args.seed), Report())
