@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=32, help="satnet.k, the SDP rank")
     parser.add_argument("--precision", default="auto", help="satnet.precision")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", type=Path, help="start from this SATNet's weights (a --save file)")
+    parser.add_argument("--save", type=Path, help="write the trained SATNet's weights here")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -45,6 +47,8 @@ def main() -> None:
     dev = load_boards(args.prepared, "dev", like=train)
     torch.manual_seed(args.seed)
     solver = SymbolicSolver(train.board_size, m=600, aux=300, max_iter=40, eps=1e-4, k=args.k)
+    if args.init:
+        solver.load_state_dict(torch.load(args.init))
     curve = []
 
     class Report:  # the rows learn_rules logs, kept with their seconds
@@ -56,6 +60,9 @@ def main() -> None:
 
     learn_rules(solver, train, dev, args.epochs, args.shown, 2e-3, 40, device,
                 torch.Generator().manual_seed(args.seed), Report())
+    if args.save:
+        args.save.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(solver.state_dict(), args.save)
     solver.satnet.solve_sweeps = 40
     learner = RulesLearner(solver, args.shown, torch.Generator())
     checks = {}
