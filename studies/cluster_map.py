@@ -29,7 +29,7 @@ def main() -> None:
     import numpy as np
 
     from satground.boards.data import given_image_indices, load_boards, load_image_labels
-    from satground.boards.metrics import best_matching
+    from satground.boards.metrics import best_matching, clustering_accuracy
     from satground.readers.classifier import load_classifier
     from satground.readers.lenet import predict
     from satground.solver.grounding import load_permutation
@@ -47,7 +47,7 @@ def main() -> None:
         "clusters": [{"cluster": c, "dev_images": int(sizes[c]), "learnt": int(learnt[c]) + 1,
                       "reference": int(reference[c]) + 1} for c in range(n_clusters)],
         "dev_images_right_learnt_map": float((learnt[clusters] == symbols).mean()),
-        "dev_images_right_reference_map": float((reference[clusters] == symbols).mean()),
+        "dev_images_right_reference_map": clustering_accuracy(clusters, symbols, n_clusters, dev.n_digits),
         "clusters_mapped_as_reference": f"{int((learnt == reference)[used].sum())} of {int(used.sum())}",
     }
     text = json.dumps(out, indent=1)

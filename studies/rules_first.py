@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=32, help="satnet.k, the SDP rank")
     parser.add_argument("--precision", default="auto", help="satnet.precision")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--init", type=Path, help="start from this SATNet's weights (a --save file)")
+    parser.add_argument("--init", type=Path, help="start from this SATNet's weights (a --save file; Adam and the epoch count start afresh)")
     parser.add_argument("--save", type=Path, help="write the trained SATNet's weights here")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
