@@ -4,7 +4,8 @@ then train SATNet and the classifier with BCE on the output cells of the ungroun
 The classifier then speaks digits instead of clusters. SATNet continues from the self-grounded
 phase (its variables relabelled by the same permutation) unless train.init_from_ground is false
 or that SATNet numbered its outputs unlike its inputs (see satground.solver.grounding).
-With train.rules_epochs, SATNet first learns the rules from the blank cells' labels alone (ours);
+With train.rules_epochs, SATNet first learns the rules from the blank cells' labels alone (ours),
+and with train.epochs 0 it then trains no further (the classifier may still tune through it);
 with train.hints, the end-to-end epochs also show it a falling share of those labels (ours).
 With train.classifier_lr 0 the classifier is frozen and each image read once (ours, faster).
 Then, with train.tune_epochs, the classifier alone learns through the frozen SATNet (ours).
@@ -29,8 +30,8 @@ from satground.satnet import kernel_description
 from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
-from satground.solver.training import (HintedSolver, bce_loss, fit, freeze, hinted_loss,
-                                       learn_rules, readings_once, tune_classifier)
+from satground.solver.training import (HintedSolver, bce_loss, evaluate_outputs, fit, freeze,
+                                       hinted_loss, learn_rules, readings_once, tune_classifier)
 
 
 def main(argv=None):
@@ -87,8 +88,13 @@ def main(argv=None):
             batches = cfg.hint_epochs * math.ceil(len(train) / cfg.batch_size)
             trained = HintedSolver(model, cfg.hints, batches, generator)
             loss = hinted_loss(trained)
-        last = fit(trained, train_in, dev_in, optimizer, loss, cfg.epochs, cfg.batch_size, device,
-                   generator, report, desc="train", resume=resume, decay_epochs=cfg.decay_epochs)
+        if cfg.epochs:
+            last = fit(trained, train_in, dev_in, optimizer, loss, cfg.epochs, cfg.batch_size,
+                       device, generator, report, desc="train", resume=resume,
+                       decay_epochs=cfg.decay_epochs)
+        else:  # SATNet as the rules epochs left it, scored through the classifier
+            last = {"loss": rules["loss"], **{f"dev_{k}": v for k, v in evaluate_outputs(
+                model, dev_in, cfg.batch_size, device, "dev").items()}}
     info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
     if rules:
         info["rules"] = rules

@@ -544,6 +544,40 @@ def test_the_rules_epochs_and_the_hints_train_from_blank_labels(workdir, ungroun
     assert type(load_solver(tmp_path / "rules.pt")) is VisualSolver
 
 
+def test_no_end_to_end_epochs_keep_the_satnet_the_rules_epochs_left(workdir, ungrounded_run,
+                                                                     tmp_path, monkeypatch):
+    """train.epochs 0 after rules epochs: SATNet trains in the rules epochs alone, the tune epoch
+    moves the classifier only, so the saved SATNet is the one the rules epochs returned; the
+    stage's dev figure is scored through the classifier. Both counts 0 is refused."""
+    from satground.harness.io import PipelineError
+    from satground.solver.models import load_solver
+    from satground.solver import training
+    after_rules = {}
+    real = training.learn_rules
+
+    def spy(solver, *args, **kwargs):
+        row = real(solver, *args, **kwargs)
+        after_rules.update({k: v.clone() for k, v in solver.state_dict().items()})
+        return row
+    monkeypatch.setattr(training, "learn_rules", spy)
+    params = {**PARAMS, "train": {**PARAMS["train"], "rules_epochs": 1, "epochs": 0, "decay_epochs": 0,
+                                  "tune_epochs": 1}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    stage("train").main(declared("train", params=tmp_path / "p.yaml", prepared=ungrounded_run["blind"],
+                                 model_out=tmp_path / "s.pt", metrics_out=tmp_path / "m"))
+    saved = load_solver(tmp_path / "s.pt").solver.state_dict()
+    assert after_rules and all(torch.equal(saved[k], v) for k, v in after_rules.items())
+    info = read(tmp_path / "m" / "info.json")
+    assert "rules" in info and 0 <= info["tune"]["dev_blank_cells"] <= 1
+    assert not (tmp_path / "m" / "plots" / "metrics" / "loss.tsv").exists()  # no end-to-end epoch ran
+    params["train"]["rules_epochs"] = 0
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(PipelineError, match="SATNet would learn nothing"):
+        stage("train").main(declared("train", params=tmp_path / "p.yaml", prepared=ungrounded_run["blind"],
+                                     model_out=tmp_path / "t.pt", metrics_out=tmp_path / "n"))
+    assert not (tmp_path / "t.pt").exists()
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))

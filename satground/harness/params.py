@@ -270,7 +270,8 @@ class Ground:
 
 @dataclass(frozen=True)
 class Train:
-    epochs: int = knob(10, "end-to-end epochs", low=1)
+    epochs: int = knob(10, "end-to-end epochs; 0 (with rules_epochs) = none: SATNet keeps what the "
+                       "rules epochs taught it and the classifier only tunes through it (ours)", low=0)
     batch_size: int = knob(40, "boards per batch", low=1)
     classifier_lr: float = lr_knob(0.0, "the grounded classifier's learning rate (paper 1e-5); 0 = "
                                    "frozen, each image read once instead of once per batch (ours)")
@@ -294,6 +295,9 @@ class Train:
     hint_epochs: int = knob(5, "the end-to-end epochs over which the hints' share falls to 0", low=1)
 
     def check(self, where: str) -> None:
+        if not self.epochs and not self.rules_epochs:
+            raise PipelineError(f"{where}: 'train.epochs' is 0 and so is 'train.rules_epochs': "
+                                f"SATNet would learn nothing")
         if self.decay_epochs > self.epochs:
             raise PipelineError(f"{where}: 'train.decay_epochs' ({self.decay_epochs}) exceeds "
                                 f"'train.epochs' ({self.epochs})")
