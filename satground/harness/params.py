@@ -479,6 +479,9 @@ class Params:
             if self.reread.keep_classifier:
                 raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
                                     f"needs 'distill.classifier: lenet'")
+        if self.reread.rounds > 1 and not self.train.epochs:
+            raise PipelineError(f"{where}: 'reread.rounds' {self.reread.rounds} trains a SATNet behind each "
+                                f"new reader for 'train.epochs' epochs, which is 0")
         digits = self.data.board_size ** 2
         if self.cluster.clusters and self.cluster.clusters < digits:
             raise PipelineError(f"{where}: 'cluster.clusters' must be 0 or at least the {digits} digits, "
