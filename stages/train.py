@@ -30,7 +30,7 @@ from satground.satnet import kernel_description
 from satground.harness.satnet_stage import prepare_satnet_training
 from satground.harness.stage import run_stage, stage_arguments
 from satground.harness.tracking import StageReport
-from satground.solver.training import (HintedSolver, bce_loss, evaluate_outputs, fit, freeze,
+from satground.solver.training import (HintedSolver, bce_loss, dev_scores, fit, freeze,
                                        hinted_loss, learn_rules, readings_once, tune_classifier)
 
 
@@ -92,9 +92,8 @@ def main(argv=None):
             last = fit(trained, train_in, dev_in, optimizer, loss, cfg.epochs, cfg.batch_size,
                        device, generator, report, desc="train", resume=resume,
                        decay_epochs=cfg.decay_epochs)
-        else:  # SATNet as the rules epochs left it, scored through the classifier
-            last = {"loss": rules["loss"], **{f"dev_{k}": v for k, v in evaluate_outputs(
-                model, dev_in, cfg.batch_size, device, "dev").items()}}
+        else:  # SATNet as the rules epochs left it (its loss theirs), scored through the classifier
+            last = {"loss": rules["loss"], **dev_scores(model, dev_in, cfg.batch_size, device)}
     info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
     if rules:
         info["rules"] = rules

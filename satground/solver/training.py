@@ -181,6 +181,11 @@ def evaluate_outputs(model: nn.Module, boards: Boards, batch_size: int, device: 
     return output_metrics(predicted_digits(probs, boards.n_digits), boards)
 
 
+def dev_scores(model: nn.Module, dev: Boards, batch_size: int, device: torch.device) -> dict[str, float]:
+    """evaluate_outputs on the dev boards, named dev_<metric> as the training curves log them."""
+    return {f"dev_{k}": v for k, v in evaluate_outputs(model, dev, batch_size, device, "dev").items()}
+
+
 def solution_digits(model: nn.Module, boards: Boards, batch_size: int, device: torch.device,
                     perm: torch.Tensor | None = None, output_perm: torch.Tensor | None = None) -> torch.Tensor:
     """The model's digit (1..K) in every cell, long (N, C). A model that speaks clusters (the
@@ -256,7 +261,7 @@ def fit(model: nn.Module, train: Boards, dev: Boards, optimizer: torch.optim.Opt
     satnet.max_iter; the backward runs as many)."""
     if evaluate is None:
         def evaluate():
-            return {f"dev_{k}": v for k, v in evaluate_outputs(model, dev, batch_size, device, "dev").items()}
+            return dev_scores(model, dev, batch_size, device)
     scheduler, carry = None, resume.carry
     if decay_epochs:
         scheduler = linear_decay(optimizer, epochs, decay_epochs, math.ceil(len(train) / batch_size))
