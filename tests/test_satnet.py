@@ -414,3 +414,34 @@ def test_sweep_count_follows_eps(backend):
         layer.sweep_count.reset()
         assert layer.sweep_count.mean() is None
     assert counts[0.0] == 30 and 1 <= counts[1e-2] < 30
+
+
+def test_the_gram_matrix_is_computed_once_while_S_is_unchanged(monkeypatch):
+    """A frozen S pays S S^T once, over any number of forwards; every change of S's values (an
+    optimiser step, load_state_dict, a write through .data) is seen, and the outputs equal those
+    of a layer that never cached."""
+    from satground.satnet import layer as layer_module
+    calls = []
+    monkeypatch.setattr(layer_module, "gram", lambda S, real=layer_module.gram: calls.append(1) or real(S))
+    torch.manual_seed(0)
+    layer = SATNet(10, 12, 2, backend="cpu")
+    z, is_input, w = random_problem(10, 3, 0, dtype=torch.float32)
+
+    def same_as_uncached():
+        fresh = SATNet(10, 12, 2, backend="cpu")
+        fresh.load_state_dict(layer.state_dict())
+        with torch.no_grad():
+            return torch.equal(run(layer, z, is_input), run(fresh, z, is_input))
+
+    with torch.no_grad():
+        first = run(layer, z, is_input)
+        assert torch.equal(run(layer, z, is_input), first)
+    assert len(calls) == 1
+    optimiser = torch.optim.Adam(layer.parameters(), lr=0.1)
+    (run(layer, z, is_input) * w).sum().backward()
+    optimiser.step()
+    assert same_as_uncached()
+    layer.load_state_dict({"S": torch.randn_like(layer.S)})
+    assert same_as_uncached()
+    layer.S.data.copy_(torch.randn_like(layer.S))
+    assert same_as_uncached()

@@ -7,7 +7,7 @@ variables are found by coordinate descent, and the output is z_i = arccos(-v_i .
 
 The backward pass differentiates the fixed point implicitly (see `MixingFunction.backward`).
 The coordinate-descent loops live in interchangeable backends (reference PyTorch, C CPU,
-Triton GPU), each given the Gram matrix C = S S^T (computed once per forward, kept for the
+Triton GPU), each given the Gram matrix C = S S^T (computed when S changes, kept for the
 backward); everything around them (initialisation, outputs, gradients of S and z) is here,
 shared, so the backends differ only in how fast they run those loops.
 """
@@ -85,6 +85,28 @@ def init_vectors(z_all, is_input_all, k: int, generator=None):
     return torch.where(is_input_all[:, :, None], fixed, V), sign
 
 
+def gram(S):
+    """C = S S^T (N, N), the matrix every sweep reads."""
+    return S.detach() @ S.detach().T
+
+
+class GramCache:
+    """S S^T for the S it was last computed from, recomputed only when S's values change: a
+    frozen S (evaluation, the tuned classifier, the re-read's votes) pays its GEMM once, not once
+    a batch. The check compares values, not S's version counter, which a write through `.data`
+    would bypass; it reads S once, a small fraction of the GEMM's cost."""
+
+    def __init__(self):
+        self._S = self._C = None
+
+    def __call__(self, S):
+        S = S.detach()
+        if not (self._S is not None and self._S.shape == S.shape and self._S.dtype == S.dtype
+                and self._S.device == S.device and torch.equal(self._S, S)):
+            self._S, self._C = S.clone(), gram(S)
+        return self._C
+
+
 def _finite_rows(x, dim=0):
     """Bool along `dim` (the samples): that slice of x holds no NaN/inf. Exact, in two passes
     where isfinite().all() takes five: x * 0 is 0 for a finite x and NaN for NaN or inf, and a
@@ -116,10 +138,11 @@ class SweepCount:
 class MixingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
-                drop=None, count=None, backward_sweeps=None):
+                drop=None, count=None, backward_sweeps=None, C=None):
         """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite);
         count: a SweepCount the sweeps run are added to; backward_sweeps: the most sweeps a
-        sample's backward runs (None: as many as its forward ran, the published rule)."""
+        sample's backward runs (None: as many as its forward ran, the published rule);
+        C: S S^T when the caller holds it (None: computed here)."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -135,7 +158,8 @@ class MixingFunction(torch.autograd.Function):
         draw_on = generator.device if generator is not None else S.device
         order = torch.randperm(N, generator=generator, device=draw_on).to(S.device)
         backend = _backend(backend_name, S.device)
-        C = S.detach() @ S.detach().T  # the Gram matrix every sweep reads, kept for the backward
+        if C is None:  # the Gram matrix every sweep reads, kept for the backward
+            C = gram(S)
         V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
         if count is not None:
             count.sweeps += int(iters.sum())
@@ -206,7 +230,7 @@ class MixingFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
             W = U.transpose(0, 1).reshape(N, B * k) @ V.transpose(0, 1).reshape(N, B * k).T
             dS = -((W + W.T) @ S)
-        return dS, dz_in, None, None, None, None, None, None, None, None, None, None
+        return dS, dz_in, None, None, None, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
@@ -249,6 +273,7 @@ class SATNet(nn.Module):
         # A training setting (satnet.backward_sweeps), not part of the trained model
         self.backward_sweeps = backward_sweeps
         self.sweep_count = SweepCount()  # read and reset by a training loop's curves
+        self._gram = GramCache()
         # in eval mode, run exactly this many sweeps (no early stop); None: max_iter and eps.
         # An inference setting (satnet.solve_sweeps), not part of the trained model
         self.solve_sweeps = None
@@ -289,7 +314,7 @@ class SATNet(nn.Module):
             max_iter, eps = self.solve_sweeps, 0.0
         out = MixingFunction.apply(self.S, z, is_input, max_iter, eps,
                                    self.prox_lam, self.k, self.backend, generator, drop,
-                                   self.sweep_count, self.backward_sweeps)
+                                   self.sweep_count, self.backward_sweeps, self._gram(self.S))
         finite = _finite_rows(out)
         if not finite.all():
             raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "
