@@ -7,7 +7,8 @@ Writes results/<name>/ in the format satground/harness/records.py documents: par
 run.json (commit, machine, wall time, peak RSS, the installed packages as name==version), one
 metrics.json bundling the workspace's metrics/ (each stage's metrics, bookkeeping, scores and
 per-epoch curves, and evaluate's tables) with models/permutation.json, and summary.md, the
-tables the README quotes, written from the same files. No dvc.lock and no PNG is kept, but the
+tables the README quotes, written from the same files (not for a profile's further seeds,
+<profile>/seeds/seed*: the profile's seeds table, seeds/seeds.md, is their summary). No dvc.lock and no PNG is kept, but the
 figures named by --plot (those README.md or docs/ quote; the rest are regenerable from the data).
 Those files are replaced together, so a record never mixes two runs; whatever else the folder
 holds (records of other runs nested in it, such as results/cpu9/seeds/seed1, and benchmark
@@ -35,6 +36,7 @@ from satground.harness.tracking import timing_is_current
 ROOT = Path(__file__).resolve().parent.parent
 
 PERMUTATION = "models/permutation.json"
+SEED = re.compile(r".+/seeds/seed\d+")  # a profile's further seed: seeds/seeds.md holds its tables
 RESULT_COLUMNS = {  # results.csv column -> summary heading
     "model": "model", "configuration": "configuration", "epochs": "epochs", "data": "data",
     "proofreader": "proofreader",
@@ -218,8 +220,10 @@ def main(argv=None):
         for name in args.plot:
             shutil.copy(figures[name], tmp / "plots" / name)
         (tmp / "run.json").write_text(json_text(run))
-        (tmp / "summary.md").write_text(tables)
-    print(f"results/{args.name}/ <- this run ({run['commit']}); tables in results/{args.name}/summary.md")
+        if not SEED.fullmatch(args.name):
+            (tmp / "summary.md").write_text(tables)
+    print(f"results/{args.name}/ <- this run ({run['commit']})"
+          + ("" if SEED.fullmatch(args.name) else f"; tables in results/{args.name}/summary.md"))
     return root / "results" / args.name
 
 

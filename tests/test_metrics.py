@@ -55,10 +55,10 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     log = tmp_path / "time.log"
     log.write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03.5\n"
                    "\tMaximum resident set size (kbytes): 2097152\n")
-    out = keep_results.main(["demo/seeds/seed2", "--time-log", str(log), "--root", str(root), "--plot", "boards.png"])
-    assert out == root / "results" / "demo" / "seeds" / "seed2"
+    out = keep_results.main(["demo/levers/hints", "--time-log", str(log), "--root", str(root), "--plot", "boards.png"])
+    assert out == root / "results" / "demo" / "levers" / "hints"
     run = json.loads((out / "run.json").read_text())
-    assert run["record"] == "demo/seeds/seed2" and run["profile"] == "demo"  # a seed of profile demo
+    assert run["record"] == "demo/levers/hints" and run["profile"] == "demo"  # a run of profile demo
     assert run["wall_seconds"] == 3723.5 and run["peak_rss_mb"] == 2048.0
     from importlib.metadata import version
     assert f"torch=={version('torch')}" in run["packages"]  # the environment that ran it, pinned
@@ -75,7 +75,7 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     with pytest.raises(PipelineError, match="--plot ablation.png: not a figure"):  # a sweep's figure, not this run's
         keep_results.main(["demo", "--root", str(root), "--plot", "ablation.png"])
     summary = (out / "summary.md").read_text()
-    assert summary.startswith("# Run record `demo/seeds/seed2`: profile `demo`")
+    assert summary.startswith("# Run record `demo/levers/hints`: profile `demo`")
     assert "wall time 62 min 4 s, peak RSS 2.00 GB" in summary
     # the table comes from the run's results.csv, every number with one decimal
     assert "| Ours                | ungrounded | no            | 89.0 " in summary
@@ -117,6 +117,8 @@ def test_keep_results_replaces_its_own_files_and_keeps_nested_records(tmp_path):
     assert not stale.exists()  # the record's own files are replaced whole
     assert (out / "benchmark.jsonl").read_text() == "kept\n"
     assert (out / "seed1" / "summary.md").exists() and (out / "summary.md").exists()
+    seed = keep_results.main(["demo/seeds/seed2", "--root", str(root)])  # seeds.md tabulates it
+    assert sorted(p.name for p in seed.iterdir()) == ["metrics.json", "params.yaml", "run.json"]
     with pytest.raises(PipelineError, match="name '../x'"):
         keep_results.main(["../x", "--root", str(root)])
 

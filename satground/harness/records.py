@@ -5,7 +5,8 @@ A record is a folder holding one finished `dvc repro`, small enough for a clone 
     params.yaml     what ran (the run's params.yaml)
     run.json        commit, machine, wall seconds, peak RSS, packages (scripts/keep_results.py)
     metrics.json    the run's figures, one file (below)
-    summary.md      the tables the README quotes, written from the same files
+    summary.md      the tables the README quotes, written from the same files (a profile's
+                    seeds/seed* folders have none: seeds/seeds.md tabulates them)
     plots/*.png     only the figures README.md or docs/ quote (the rest are regenerable)
 
 metrics.json bundles the workspace's metrics/ folder and models/permutation.json:
