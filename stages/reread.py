@@ -38,7 +38,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     cfg = params.reread
-    check_setup(torch.device("cpu"), params.satnet.precision)  # its SATNet passes run on the CPU
+    check_setup(torch.device("cpu"), params.satnet.precision, params.satnet.gemm)  # its SATNet passes run on the CPU
     train = load_boards(args.prepared, "train")  # ungrounded views only
     dev = load_boards(args.prepared, "dev", like=train)
     model = load_solver(args.model, boards=train, kind="visual",

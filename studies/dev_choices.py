@@ -57,7 +57,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     device, batch_size = stage_device(), params.evaluate.batch_size
-    check_setup(device, params.satnet.precision)  # SATNet's products as the run's evaluate takes them
+    check_setup(device, params.satnet.precision, params.satnet.gemm)  # SATNet's products as the run's evaluate takes them
     dev = load_boards(args.prepared, "dev")
     solution = load_boards(args.prepared, "dev", view="grounded").labels
     models = Path(args.models)

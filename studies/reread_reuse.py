@@ -67,7 +67,7 @@ def main(argv=None):
     params = load_params(args.params)
     cfg, folds, starts = params.reread, params.evaluate.check_folds, params.evaluate.starts
     device = torch.device("cpu")
-    check_setup(device, params.satnet.precision)
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
     train = load_boards(args.prepared, "train")
     dev = load_boards(args.prepared, "dev", like=train)
     solution = load_boards(args.prepared, "dev", view="grounded").labels

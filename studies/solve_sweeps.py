@@ -37,7 +37,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     device = stage_device()
-    check_setup(device, params.satnet.precision)
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
     dev = load_boards(args.prepared, "dev")
     solution = load_boards(args.prepared, "dev", view="grounded").labels
     rules = [("eps", eps) for eps in args.eps] + [("fixed", n) for n in args.fixed]

@@ -40,7 +40,7 @@ def main(argv=None):
 
     params = load_params(args.params)
     device = stage_device()
-    check_setup(device, params.satnet.precision)
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
     train = load_boards(args.prepared, "train")
     dev = load_boards(args.prepared, "dev", like=train)
     solution = load_boards(args.prepared, "dev", view="grounded").labels

@@ -13,8 +13,9 @@ def resume_folder(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def cpu_precision_of_the_test():
-    """A stage run in-process keeps its satnet.precision for the process (satnet.cpu.check_setup):
-    each test starts from SATGROUND_CPU_PRECISION again."""
+    """A stage run in-process keeps its satnet.precision and satnet.gemm for the process
+    (satnet.check_setup): each test starts from SATGROUND_CPU_PRECISION and fp32 GEMMs again."""
     yield
-    from satground.satnet import cpu
+    from satground.satnet import cpu, layer
     cpu._selected = None
+    layer._gemm_dtype = None

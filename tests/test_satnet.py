@@ -230,6 +230,30 @@ def test_a_stage_precision_wins_over_the_variable_and_is_checked(monkeypatch):
         check_setup(torch.device("cpu"), "half")
 
 
+def test_bf16_gemms_match_the_fp32_ones_to_bf16_precision():
+    """satnet.gemm bf16: the layer's GEMMs outside the sweeps (S S^T, the backward's two) take
+    bfloat16 inputs; outputs and both gradients stay within bf16's precision of the fp32 GEMMs'.
+    auto takes them where the kernel takes bf16 products; a bad name is refused naming the key."""
+    from satground.satnet import cpu, layer as layer_module
+    from satground.satnet.layer import SetupError
+    torch.manual_seed(0)
+    layer = SATNet(30, 40, 10, max_iter=40, backend="cpu")
+    z, is_input, w = random_problem(30, 4, 0, torch.float32)
+    check_setup(torch.device("cpu"), "fp32", "fp32")
+    out, dS, dz = value_and_grads(layer, z, is_input, w)
+    check_setup(torch.device("cpu"), "fp32", "bf16")
+    low_out, low_dS, low_dz = value_and_grads(layer, z, is_input, w)
+    assert not torch.equal(low_dS, dS)  # the GEMMs did change
+
+    def relative(a, b):
+        return ((a - b).norm() / b.norm()).item()
+    assert relative(low_out, out) < 1e-2 and relative(low_dS, dS) < 5e-2 and relative(low_dz, dz) < 5e-2
+    check_setup(torch.device("cpu"), "auto", "auto")
+    assert layer_module._gemm_dtype == (torch.bfloat16 if cpu.precision_name() == "bf16" else None)
+    with pytest.raises(SetupError, match="satnet.gemm must be one of fp32, bf16, auto, got 'half'"):
+        check_setup(torch.device("cpu"), "auto", "half")
+
+
 def test_cpu_precision_setting_is_checked(monkeypatch):
     monkeypatch.setenv("SATGROUND_CPU_PRECISION", "bfloat")
     layer = SATNet(10, 12, 2, backend="cpu")
@@ -422,7 +446,8 @@ def test_the_gram_matrix_is_computed_once_while_S_is_unchanged(monkeypatch):
     of a layer that never cached."""
     from satground.satnet import layer as layer_module
     calls = []
-    monkeypatch.setattr(layer_module, "gram", lambda S, real=layer_module.gram: calls.append(1) or real(S))
+    real = layer_module.gram
+    monkeypatch.setattr(layer_module, "gram", lambda S, low=None: calls.append(1) or real(S, low))
     torch.manual_seed(0)
     layer = SATNet(10, 12, 2, backend="cpu")
     z, is_input, w = random_problem(10, 3, 0, dtype=torch.float32)

@@ -20,7 +20,7 @@ def prepare_satnet_stage(params) -> tuple[torch.device, torch.Generator]:
     """(device, generator seeded with `seed`), after the kernel's compiler and settings are
     checked: what a stage that runs a trained SATNet does before any work."""
     device = stage_device()
-    check_setup(device, params.satnet.precision)
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
     return device, seed_everything(params.seed)
 
 

@@ -27,14 +27,37 @@ NONFINITE = ("raise", "drop")
 BACKEND_DTYPES = {"cpu": (torch.float32, torch.float64), "gpu": (torch.float32, torch.float64)}
 
 
-def check_setup(device: torch.device, precision: str | None = None) -> None:
+GEMMS = ("fp32", "bf16", "auto")
+_gemm_dtype: torch.dtype | None = None  # the GEMMs' input dtype (check_setup); None: the layer's own
+
+
+def check_setup(device: torch.device, precision: str | None = None, gemm: str = "fp32") -> None:
     """What the backend of `device` needs from this machine, checked before any work: on CPU
     the precision of the kernel's float32 products (`precision`, a stage's satnet.precision,
     kept for the process; None: SATGROUND_CPU_PRECISION), the SATGROUND_CPU_* settings and a
-    working C compiler (it builds the float32 kernel). The GPU kernel computes in float32."""
+    working C compiler (it builds the float32 kernel). The GPU kernel computes in float32.
+
+    gemm (a stage's satnet.gemm, kept for the process): the precision of the layer's three GEMMs
+    outside the sweeps, S S^T and the backward's W = sum_b U_b V_b^T and (W + W^T) S. fp32: S's
+    dtype, as published; bf16: their inputs rounded to bfloat16, fp32 sums, the result rounded
+    to bfloat16 (about 2^-8 relative; fast on CPUs with AVX512_BF16 or AMX); auto: bf16 where
+    the CPU kernel takes bf16 products, else fp32."""
+    global _gemm_dtype
+    if gemm not in GEMMS:
+        raise SetupError(f"satnet.gemm must be one of {', '.join(GEMMS)}, got {gemm!r}")
     if device.type == "cpu":
         from . import cpu
         cpu.check_setup(precision)
+        if gemm == "auto":
+            gemm = "bf16" if cpu.precision_name() == "bf16" else "fp32"
+    elif gemm == "auto":
+        gemm = "fp32"
+    _gemm_dtype = torch.bfloat16 if gemm == "bf16" else None
+
+
+def _mm(a, b, low: torch.dtype | None):
+    """a @ b, its inputs in `low` where given (the result back in a's dtype)."""
+    return a @ b if low is None else (a.to(low) @ b.to(low)).to(a.dtype)
 
 
 def kernel_description(device: torch.device) -> str:
@@ -85,9 +108,9 @@ def init_vectors(z_all, is_input_all, k: int, generator=None):
     return torch.where(is_input_all[:, :, None], fixed, V), sign
 
 
-def gram(S):
-    """C = S S^T (N, N), the matrix every sweep reads."""
-    return S.detach() @ S.detach().T
+def gram(S, low: torch.dtype | None = None):
+    """C = S S^T (N, N), the matrix every sweep reads; its inputs in `low` where given."""
+    return _mm(S.detach(), S.detach().T, low)
 
 
 class GramCache:
@@ -97,13 +120,13 @@ class GramCache:
     would bypass; it reads S once, a small fraction of the GEMM's cost."""
 
     def __init__(self):
-        self._S = self._C = None
+        self._S = self._C = self._low = None
 
-    def __call__(self, S):
+    def __call__(self, S, low: torch.dtype | None = None):
         S = S.detach()
-        if not (self._S is not None and self._S.shape == S.shape and self._S.dtype == S.dtype
-                and self._S.device == S.device and torch.equal(self._S, S)):
-            self._S, self._C = S.clone(), gram(S)
+        if not (self._S is not None and self._low == low and self._S.shape == S.shape
+                and self._S.dtype == S.dtype and self._S.device == S.device and torch.equal(self._S, S)):
+            self._S, self._C, self._low = S.clone(), gram(S, low), low
         return self._C
 
 
@@ -138,11 +161,12 @@ class SweepCount:
 class MixingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
-                drop=None, count=None, backward_sweeps=None, C=None):
+                drop=None, count=None, backward_sweeps=None, C=None, low=None):
         """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite);
         count: a SweepCount the sweeps run are added to; backward_sweeps: the most sweeps a
         sample's backward runs (None: as many as its forward ran, the published rule);
-        C: S S^T when the caller holds it (None: computed here)."""
+        C: S S^T when the caller holds it (None: computed here); low: the GEMMs' input dtype
+        (check_setup's gemm; None: S's)."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -159,7 +183,7 @@ class MixingFunction(torch.autograd.Function):
         order = torch.randperm(N, generator=generator, device=draw_on).to(S.device)
         backend = _backend(backend_name, S.device)
         if C is None:  # the Gram matrix every sweep reads, kept for the backward
-            C = gram(S)
+            C = gram(S, low)
         V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
         if count is not None:
             count.sweeps += int(iters.sum())
@@ -175,7 +199,7 @@ class MixingFunction(torch.autograd.Function):
         if backward_sweeps is not None:
             iters = iters.clamp(max=backward_sweeps)
         ctx.save_for_backward(S, C, V, gnrm, free, order, iters, z_all, sign, drop)
-        ctx.prox_lam = prox_lam
+        ctx.prox_lam, ctx.low = prox_lam, low
         ctx.backend = backend
         ctx.n = n
         return z_out.to(z.dtype)
@@ -228,9 +252,9 @@ class MixingFunction(torch.autograd.Function):
         # V_i^T S first, and no (B, N, m) intermediate
         dS = None
         if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
-            W = U.transpose(0, 1).reshape(N, B * k) @ V.transpose(0, 1).reshape(N, B * k).T
-            dS = -((W + W.T) @ S)
-        return dS, dz_in, None, None, None, None, None, None, None, None, None, None, None
+            W = _mm(U.transpose(0, 1).reshape(N, B * k), V.transpose(0, 1).reshape(N, B * k).T, ctx.low)
+            dS = -_mm(W + W.T, S, ctx.low)
+        return dS, dz_in, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
@@ -314,7 +338,8 @@ class SATNet(nn.Module):
             max_iter, eps = self.solve_sweeps, 0.0
         out = MixingFunction.apply(self.S, z, is_input, max_iter, eps,
                                    self.prox_lam, self.k, self.backend, generator, drop,
-                                   self.sweep_count, self.backward_sweeps, self._gram(self.S))
+                                   self.sweep_count, self.backward_sweeps,
+                                   self._gram(self.S, _gemm_dtype), _gemm_dtype)
         finite = _finite_rows(out)
         if not finite.all():
             raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "
