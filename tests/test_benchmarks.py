@@ -22,3 +22,17 @@ def test_core_peak_times_the_instructions_the_build_has():
     assert ("bf16 vdpbf16ps" in native) == (cpu.X86 and "avx512bf16" in cpu.host_features())
     if runs_here("x86-64-v3"):
         assert not core_peak.build("x86-64-v3").dp_bf16_built()
+
+
+def test_gemm_precision_prints_each_gemm_and_the_whole_call(capsys):
+    """benchmarks/gemm_precision.py: the three GEMMs in fp32 and bf16, their error against fp64
+    (bf16's far above fp32's), and the layer's call with each."""
+    import gemm_precision
+    gemm_precision.main(["--batch", "2", "--sweeps", "2", "--repeats", "1", "--precision", "fp32"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "GEMM |" not in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| C = S S^T", "| W = U V^T", "| (W + W^T) S"]
+    for row in rows:
+        bf16_error, fp32_error = row.rstrip(" |").split(" | ")[-1].replace("(", "").replace(")", "").split()
+        assert 1e-4 < float(bf16_error) < 2e-2 and float(fp32_error) < 1e-5
+    assert "forward+backward, 2 sweeps, kernel products fp32: fp32 GEMMs" in out
