@@ -232,10 +232,11 @@ class Satnet:
                           "fp32 sums: AMX or AVX512_BF16 CPUs only; ours, faster, about 2^-8 per "
                           "product) | auto (bf16 where the CPU has it, else bf16x3)",
                           choices=("bf16x3", "fp32", "bf16", "auto"))
-    gemm: str = knob("fp32", "the layer's GEMMs outside the sweeps (S S^T; the backward's sum of U V^T "
+    gemm: str = knob("auto", "the layer's GEMMs outside the sweeps (S S^T; the backward's sum of U V^T "
                      "and its product with S): fp32 (the published) | bf16 (inputs and result in "
                      "bfloat16, fp32 sums; ours, faster on AVX512_BF16 and AMX CPUs, about 2^-8 "
-                     "relative) | auto (bf16 where the kernel takes bf16 products, else fp32)",
+                     "relative: docs/studies/stage-budget.md) | auto (bf16 where the kernel takes "
+                     "bf16 products, else fp32)",
                      choices=("fp32", "bf16", "auto"))
 
 
