@@ -198,6 +198,7 @@ def main(argv=None):
         if not (root / name).is_file():
             raise PipelineError(f"{root / name}: missing (has `dvc repro` finished?)")
     tables = summary(root, run)  # read before anything is written: errors name the run's files
+    seed = SEED.fullmatch(args.name)  # a profile's further seed keeps no summary.md
     figures = {Path(png).name: root / png for png in stage_figures(root)}
     unknown = [name for name in args.plot if name not in figures]
     if unknown:
@@ -220,10 +221,10 @@ def main(argv=None):
         for name in args.plot:
             shutil.copy(figures[name], tmp / "plots" / name)
         (tmp / "run.json").write_text(json_text(run))
-        if not SEED.fullmatch(args.name):
+        if not seed:
             (tmp / "summary.md").write_text(tables)
     print(f"results/{args.name}/ <- this run ({run['commit']})"
-          + ("" if SEED.fullmatch(args.name) else f"; tables in results/{args.name}/summary.md"))
+          + ("" if seed else f"; tables in results/{args.name}/summary.md"))
     return root / "results" / args.name
 
 
