@@ -6,10 +6,12 @@ training labels); their votes and the classifier's reading give each training im
 pseudo-label; a new reader (`reread.reader`) trained on them replaces the classifier in front of
 the unchanged SATNet.
 `reread.reader: none` keeps train's solver as it is (the paper). With `reread.rounds` R > 1 (ours),
-each later round first trains a fresh SATNet end to end behind the last round's reader, frozen
-(train's epochs, batch size and decay; satground.solver.training.train_behind), then re-reads
-with that SATNet: a reader that misread many givens trained the first SATNet badly, and the
-re-read reader trains a better one. The true digits of the dev
+each later round first gives the last round's reader, frozen, a SATNet (`reread.round_satnet`):
+a fresh one trained end to end behind it (train's batch size and decay,
+satground.solver.training.train_behind), the last round's trained on, or the last round's kept;
+then it re-reads with that SATNet: a reader that misread many givens trained the first SATNet
+badly, and the re-read reader trains a better one; a SATNet taught the rules first
+(`train.rules_epochs`) may instead keep them. The true digits of the dev
 boards' images (dev_truth.pt, "image_labels") are read only to report how well the classifier
 and the new reader read them; no truth of the training or test images is read.
 """
@@ -54,11 +56,12 @@ def main(argv=None):
         generator = seed_everything(cfg.seed)
         rounds = []
         for round_ in range(1, cfg.rounds + 1):
-            if round_ > 1:  # a fresh SATNet behind the last round's reader
-                model = train_behind(model.classifier, train, dev, params.satnet, params.train.epochs,
-                                     params.train.batch_size, params.train.decay_epochs,
-                                     torch.device("cpu"), generator, report, desc=f"round {round_}",
-                                     prefix=f"round{round_}_")
+            if round_ > 1 and cfg.round_satnet != "keep":  # SATNet trained behind the last round's reader
+                model = train_behind(model.classifier, train, dev, params.satnet,
+                                     cfg.satnet_epochs(params.train), params.train.batch_size,
+                                     params.train.decay_epochs, torch.device("cpu"), generator, report,
+                                     desc=f"round {round_}", prefix=f"round{round_}_",
+                                     solver=model.solver if cfg.round_satnet == "continue" else None)
             votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
                                                   generator, cfg.context)
             labels = pseudo_labels(votes, reading)[train_pool]

@@ -458,6 +458,37 @@ def test_reread_rounds_train_a_fresh_satnet_behind_the_last_reader_then_reread(w
         assert not (tmp_path / "bad.pt").exists()
 
 
+@pytest.mark.parametrize("round_satnet", ["keep", "continue"])
+def test_reread_rounds_keep_or_continue_the_last_rounds_satnet(workdir, ungrounded_run, tmp_path,
+                                                              monkeypatch, round_satnet):
+    """reread.round_satnet keep: round 2 re-reads with train's SATNet unchanged (no SATNet is
+    trained); continue: round 2 trains train's SATNet on, from its own weights, for round_epochs."""
+    from satground.solver.models import load_solver
+    module = stage("reread")
+    started = []
+    real = module.train_behind
+
+    def spy(reader, train, dev, sat, epochs, *args, solver=None, **kwargs):
+        started.append((epochs, None if solver is None else solver.satnet.S.detach().clone()))
+        return real(reader, train, dev, sat, epochs, *args, solver=solver, **kwargs)
+
+    monkeypatch.setattr(module, "train_behind", spy)
+    reread = {**PARAMS["reread"], "rounds": 2, "round_satnet": round_satnet, "round_epochs": 1}
+    train = {**PARAMS["train"], "decay_epochs": 0}
+    (tmp_path / "rounds.yaml").write_text(yaml.safe_dump({**PARAMS, "train": train, "reread": reread}))
+    module.main(declared("reread", params=tmp_path / "rounds.yaml", model_out=tmp_path / "rounds.pt",
+                         metrics_out=tmp_path / "m"))
+    trained, out = load_solver(workdir / "models/solver.pt"), load_solver(tmp_path / "rounds.pt")
+    info = json.loads((tmp_path / "m" / "info.json").read_text())
+    assert len(info["rounds"]) == 2
+    if round_satnet == "keep":
+        assert started == [] and torch.equal(trained.solver.satnet.S, out.solver.satnet.S)
+    else:
+        assert len(started) == 1 and started[0][0] == 1
+        assert torch.equal(started[0][1], trained.solver.satnet.S)  # from train's weights, not fresh
+        assert not torch.equal(trained.solver.satnet.S, out.solver.satnet.S)
+
+
 def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(workdir, ungrounded_run,
                                                                               tmp_path, monkeypatch):
     """train.classifier_lr 0: the classifier leaves train exactly as it came in (the distilled

@@ -340,11 +340,23 @@ class Reread:
     keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
                                  "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
-    rounds: int = knob(1, "re-read rounds; each after the first trains a fresh SATNet end to end "
-                       "behind the last round's reader, frozen (train's epochs, batch size and "
-                       "decay), then re-reads with it (ours: SATNet repairs a reader that trained "
-                       "it badly); 1 = one re-read", low=1, high=5)
+    rounds: int = knob(1, "re-read rounds; each after the first gives the last round's reader a "
+                       "SATNet (round_satnet), then re-reads with it (ours: SATNet repairs a "
+                       "reader that trained it badly); 1 = one re-read", low=1, high=5)
+    round_satnet: str = knob("fresh", "each later round's SATNet: fresh (a new one trained end to end "
+                             "behind the last round's reader, frozen, at train's batch size and "
+                             "decay) | continue (the last round's SATNet trained on behind it) | keep "
+                             "(the last round's SATNet unchanged: a SATNet taught the rules first "
+                             "keeps them)", choices=("fresh", "continue", "keep"))
+    round_epochs: int | None = knob(None, "fresh, continue: the round SATNet's epochs; null = "
+                                    "train.epochs", low=1)
     seed: int | None = seed_knob("the released givens and the reader's initialisation")
+
+    def satnet_epochs(self, train) -> int:
+        """Epochs of each later round's SATNet (0 with round_satnet keep)."""
+        if self.round_satnet == "keep":
+            return 0
+        return train.epochs if self.round_epochs is None else self.round_epochs
 
     def reader_training(self) -> dict:
         """solver.reread.train_reader's training settings: lr, batch_size, augment."""
@@ -486,9 +498,14 @@ class Params:
             if self.reread.keep_classifier:
                 raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
                                     f"needs 'distill.classifier: lenet'")
-        if self.reread.rounds > 1 and not self.train.epochs:
+        if (self.reread.rounds > 1 and self.reread.round_satnet != "keep"
+                and not self.reread.satnet_epochs(self.train)):
             raise PipelineError(f"{where}: 'reread.rounds' {self.reread.rounds} trains a SATNet behind each "
-                                f"new reader for 'train.epochs' epochs, which is 0")
+                                f"new reader for 'train.epochs' epochs, which is 0: set "
+                                f"'reread.round_epochs' or 'reread.round_satnet: keep'")
+        if self.reread.rounds > 1 and 0 < self.reread.satnet_epochs(self.train) < self.train.decay_epochs:
+            raise PipelineError(f"{where}: 'train.decay_epochs' ({self.train.decay_epochs}) exceeds "
+                                f"'reread.round_epochs' ({self.reread.round_epochs}), the rounds' SATNet epochs")
         digits = self.data.board_size ** 2
         if self.cluster.clusters and self.cluster.clusters < digits:
             raise PipelineError(f"{where}: 'cluster.clusters' must be 0 or at least the {digits} digits, "

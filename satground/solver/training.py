@@ -24,7 +24,7 @@ from .grounding import relabel
 from ..harness.io import PipelineError
 from ..readers.lenet import outputs
 from ..boards.metrics import output_metrics, solution_metrics
-from .models import VisualSolver, solver_from_params
+from .models import SymbolicSolver, VisualSolver, solver_from_params
 from ..harness.resume import Resumable, ResumeOptions
 from ..satnet.layer import SATNet, NonFiniteError
 
@@ -444,12 +444,16 @@ def features_once(model: VisualSolver, *boards: Boards):
 
 def train_behind(reader: nn.Module, train: Boards, dev: Boards, sat, epochs: int, batch_size: int,
                  decay_epochs: int, device: torch.device, generator: torch.Generator, report=None,
-                 desc: str = "train", prefix: str = "") -> VisualSolver:
-    """A fresh SATNet (the `satnet` params section `sat`) trained end to end behind `reader`,
-    frozen and read once (train's path at `train.classifier_lr` 0): BCE on the blank cells, Adam
-    at sat.lr, the last `decay_epochs` epochs decaying. Returns the model in eval mode, its SATNet
-    solving at sat.solve_sweeps as a loaded one does."""
-    solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
+                 desc: str = "train", prefix: str = "", solver: SymbolicSolver | None = None) -> VisualSolver:
+    """A fresh SATNet (the `satnet` params section `sat`), or `solver` trained on, trained end to
+    end behind `reader`, frozen and read once (train's path at `train.classifier_lr` 0): BCE on
+    the blank cells, Adam at sat.lr, the last `decay_epochs` epochs decaying. Returns the model in
+    eval mode, its SATNet solving at sat.solve_sweeps as a loaded one does."""
+    if solver is None:
+        solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
+    else:  # trained on: its dev curves scored as train's are, by the stopping rule
+        solver.requires_grad_(True)
+        solver.satnet.solve_sweeps = None
     model = VisualSolver(reader, solver).to(device)
     freeze(reader)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
