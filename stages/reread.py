@@ -58,7 +58,7 @@ def main(argv=None):
         for round_ in range(1, cfg.rounds + 1):
             if round_ > 1 and cfg.round_satnet != "keep":  # SATNet trained behind the last round's reader
                 model = train_behind(model.classifier, train, dev, params.satnet,
-                                     cfg.satnet_epochs(params.train), params.train.batch_size,
+                                     cfg.satnet_epochs(params.train.epochs), params.train.batch_size,
                                      params.train.decay_epochs, torch.device("cpu"), generator, report,
                                      desc=f"round {round_}", prefix=f"round{round_}_",
                                      solver=model.solver if cfg.round_satnet == "continue" else None)

@@ -352,11 +352,11 @@ class Reread:
                                     "train.epochs", low=1)
     seed: int | None = seed_knob("the released givens and the reader's initialisation")
 
-    def satnet_epochs(self, train) -> int:
-        """Epochs of each later round's SATNet (0 with round_satnet keep)."""
+    def satnet_epochs(self, train_epochs: int) -> int:
+        """Epochs of each later round's SATNet (0 with round_satnet keep); train_epochs: `train.epochs`."""
         if self.round_satnet == "keep":
             return 0
-        return train.epochs if self.round_epochs is None else self.round_epochs
+        return train_epochs if self.round_epochs is None else self.round_epochs
 
     def reader_training(self) -> dict:
         """solver.reread.train_reader's training settings: lr, batch_size, augment."""
@@ -499,11 +499,11 @@ class Params:
                 raise PipelineError(f"{where}: 'reread.keep_classifier' averages LeNet into the reader: it "
                                     f"needs 'distill.classifier: lenet'")
         if (self.reread.rounds > 1 and self.reread.round_satnet != "keep"
-                and not self.reread.satnet_epochs(self.train)):
+                and not self.reread.satnet_epochs(self.train.epochs)):
             raise PipelineError(f"{where}: 'reread.rounds' {self.reread.rounds} trains a SATNet behind each "
                                 f"new reader for 'train.epochs' epochs, which is 0: set "
                                 f"'reread.round_epochs' or 'reread.round_satnet: keep'")
-        if self.reread.rounds > 1 and 0 < self.reread.satnet_epochs(self.train) < self.train.decay_epochs:
+        if self.reread.rounds > 1 and 0 < self.reread.satnet_epochs(self.train.epochs) < self.train.decay_epochs:
             raise PipelineError(f"{where}: 'train.decay_epochs' ({self.train.decay_epochs}) exceeds "
                                 f"'reread.round_epochs' ({self.reread.round_epochs}), the rounds' SATNet epochs")
         digits = self.data.board_size ** 2
