@@ -126,6 +126,19 @@ def test_seeds_sweep_reads_kept_records_from_other_clones(tmp_path):
     assert "| exact, as trained (`boards`) | 70.0 +- 14.1 | 60.0, 80.0 |" in text
 
 
+def test_a_record_kept_before_a_key_existed_runs_that_keys_default(tmp_path):
+    older = record(tmp_path / "seed0", 0, 0.6)
+    newer = record(tmp_path / "seed1", 1, 0.8)
+    params = yaml.safe_load((newer / "params.yaml").read_text())
+    params["reread"] = {"round_satnet": "fresh", "round_epochs": None}  # the schema's defaults
+    (newer / "params.yaml").write_text(yaml.safe_dump(params))
+    keys = KEYS + ["reread.round_satnet", "reread.round_epochs"]
+    assert names(report.rows([report.record_row(f) for f in (older, newer)], "seeds", keys)) == ["seed0", "seed1"]
+    params["reread"]["round_satnet"] = "keep"  # another setting: not a seed of the same run
+    (newer / "params.yaml").write_text(yaml.safe_dump(params))
+    assert names(report.rows([report.record_row(f) for f in (older, newer)], "seeds", keys)) == ["seed0"]
+
+
 def test_seeds_table_gives_the_times_of_timed_records_on_one_machine(tmp_path):
     folders = [record(tmp_path / f"seed{seed}", seed, 0.6) for seed in range(3)]
     for folder, seconds in zip(folders, (1800, 1680, 1920)):
