@@ -11,9 +11,11 @@ a fresh one trained end to end behind it (train's batch size and decay,
 satground.solver.training.train_behind), the last round's trained on, or the last round's kept;
 then it re-reads with that SATNet: a reader that misread many givens trained the first SATNet
 badly, and the re-read reader trains a better one; a SATNet taught the rules first
-(`train.rules_epochs`) may instead keep them. The true digits of the dev
-boards' images (dev_truth.pt, "image_labels") are read only to report how well the classifier
-and the new reader read them; no truth of the training or test images is read.
+(`train.rules_epochs`) may instead keep them. With `reread.round_inputs: labels` the round's
+SATNet reads the last round's pseudo-labels for the training givens instead of the reader.
+The true digits of the dev boards' images (dev_truth.pt, "image_labels") are read only to
+report how well the classifier and the new reader read them; no truth of the training or test
+images is read.
 """
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def main(argv=None):
                                      cfg.satnet_epochs(params.train.epochs), params.train.batch_size,
                                      params.train.decay_epochs, torch.device("cpu"), generator, report,
                                      desc=f"round {round_}", prefix=f"round{round_}_",
-                                     solver=model.solver if cfg.round_satnet == "continue" else None)
+                                     solver=model.solver if cfg.round_satnet == "continue" else None,
+                                     givens=(train_pool, labels) if cfg.round_inputs == "labels" else None)
             votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
                                                   generator, cfg.context)
             labels = pseudo_labels(votes, reading)[train_pool]

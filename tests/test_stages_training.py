@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from satground.boards.data import build_visual_boards, load_boards, save_prepared, split_files
+from satground.boards.data import build_visual_boards, given_image_indices, load_boards, save_prepared, split_files
 from satground.harness.io import PipelineError
 from satground.readers.classifier import load_classifier, save_classifier
 from satground.readers.digitcnn import DigitReader
@@ -487,6 +487,32 @@ def test_reread_rounds_keep_or_continue_the_last_rounds_satnet(workdir, unground
         assert len(started) == 1 and started[0][0] == 1
         assert torch.equal(started[0][1], trained.solver.satnet.S)  # from train's weights, not fresh
         assert not torch.equal(trained.solver.satnet.S, out.solver.satnet.S)
+
+
+def test_reread_round_inputs_labels_trains_the_rounds_satnet_on_the_last_rounds_pseudo_labels(
+        workdir, ungrounded_run, tmp_path, monkeypatch):
+    """reread.round_inputs labels: round 2's SATNet reads round 1's pseudo-labels, one-hot, for
+    the training givens' images; every dev image as the reader reads it."""
+    from satground.solver import training
+    module = stage("reread")
+    made, fitted = [], []
+    real_labels, real_fit = module.pseudo_labels, training.fit
+    monkeypatch.setattr(module, "pseudo_labels", lambda *a: made.append(real_labels(*a)) or made[-1])
+    monkeypatch.setattr(training, "fit", lambda model, train, dev, *a, **k: fitted.append((train, dev))
+                        or real_fit(model, train, dev, *a, **k))
+    reread = {**PARAMS["reread"], "rounds": 2, "round_epochs": 1, "round_inputs": "labels"}
+    (tmp_path / "labels.yaml").write_text(yaml.safe_dump({**PARAMS, "train": {**PARAMS["train"], "decay_epochs": 0},
+                                                          "reread": reread}))
+    module.main(declared("reread", params=tmp_path / "labels.yaml", model_out=tmp_path / "labels.pt",
+                         metrics_out=tmp_path / "m"))
+    assert len(fitted) == 1 and len(made) == 2
+    train_in, dev_in = fitted[0]
+    boards = load_boards(ungrounded_run["blind"], "train")
+    pool = given_image_indices(boards)
+    read = train_in.images[pool]
+    assert torch.equal(read.argmax(1), made[0][pool])  # round 1's labels, not the reader's reading
+    assert torch.allclose(read.exp().max(1).values, torch.ones(len(pool)), atol=1e-4)
+    assert (dev_in.images.exp().max(1).values < 1 - 1e-4).any()
 
 
 def test_a_zero_classifier_rate_keeps_the_classifier_and_reads_each_image_once(workdir, ungrounded_run,

@@ -350,6 +350,11 @@ class Reread:
                              "keeps them)", choices=("fresh", "continue", "keep"))
     round_epochs: int | None = knob(None, "fresh, continue: the round SATNet's epochs; null = "
                                     "train.epochs", low=1)
+    round_inputs: str = knob("reader", "fresh, continue: what the round SATNet reads for the training "
+                             "givens: reader (the last round's reader's readings) | labels (ours: the "
+                             "last round's pseudo-labels, which SATNet inferred from each board's "
+                             "blank labels: nearly clean inputs to learn the rules from); dev boards "
+                             "are read by the reader either way", choices=("reader", "labels"))
     seed: int | None = seed_knob("the released givens and the reader's initialisation")
 
     def satnet_epochs(self, train_epochs: int) -> int:
@@ -370,6 +375,9 @@ class Reread:
         if self.rounds > 1 and self.keep_classifier:
             raise PipelineError(f"{where}: 'reread.keep_classifier' keeps the end-to-end classifier "
                                 f"in one re-read, so it needs 'reread.rounds: 1', got {self.rounds}")
+        if self.round_inputs == "labels" and self.round_satnet == "keep":
+            raise PipelineError(f"{where}: 'reread.round_inputs: labels' trains the round's SATNet on "
+                                f"the pseudo-labels, which 'reread.round_satnet: keep' never trains")
         if self.rounds > 1 and self.reader == "none":
             raise PipelineError(f"{where}: 'reread.rounds' {self.rounds} needs a reader to re-read "
                                 f"with, got 'reread.reader: none'")

@@ -444,11 +444,14 @@ def features_once(model: VisualSolver, *boards: Boards):
 
 def train_behind(reader: nn.Module, train: Boards, dev: Boards, sat, epochs: int, batch_size: int,
                  decay_epochs: int, device: torch.device, generator: torch.Generator, report=None,
-                 desc: str = "train", prefix: str = "", solver: SymbolicSolver | None = None) -> VisualSolver:
+                 desc: str = "train", prefix: str = "", solver: SymbolicSolver | None = None,
+                 givens: tuple[torch.Tensor, torch.Tensor] | None = None) -> VisualSolver:
     """A fresh SATNet (the `satnet` params section `sat`), or `solver` trained on, trained end to
     end behind `reader`, frozen and read once (train's path at `train.classifier_lr` 0): BCE on
-    the blank cells, Adam at sat.lr, the last `decay_epochs` epochs decaying. Returns the model in
-    eval mode, its SATNet solving at sat.solve_sweeps as a loaded one does."""
+    the blank cells, Adam at sat.lr, the last `decay_epochs` epochs decaying. `givens`
+    (image indices (G,), labels (G,)) replaces the reader's reading of those training images by
+    the labels, certain; the dev boards stay the reader's. Returns the model in eval mode, its
+    SATNet solving at sat.solve_sweeps as a loaded one does."""
     if solver is None:
         solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
     else:  # trained on: its dev curves scored as train's are, by the stopping rule
@@ -458,10 +461,20 @@ def train_behind(reader: nn.Module, train: Boards, dev: Boards, sat, epochs: int
     freeze(reader)
     optimizer = torch.optim.Adam(solver.parameters(), lr=sat.lr)
     with readings_once(model, train, dev) as (train_in, dev_in):
+        if givens is not None:
+            train_in = replace(train_in, images=as_labels(train_in.images, *givens))
         fit(model, train_in, dev_in, optimizer, bce_loss(on_inputs=False), epochs, batch_size, device,
             generator, report, desc=desc, prefix=prefix, decay_epochs=decay_epochs)
     solver.satnet.solve_sweeps = sat.solve_sweeps
     return model.eval()
+
+
+def as_labels(readings: torch.Tensor, indices: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """`readings` (P, K log-probabilities) with rows `indices` one-hot at `labels`; the log of 0
+    is clamped to a finite floor so no -inf meets a product."""
+    read = readings.clone()
+    read[indices] = torch.log(F.one_hot(labels, readings.shape[1]).to(readings.dtype).clamp_min(1e-6))
+    return read
 
 
 def freeze(module: nn.Module) -> None:
