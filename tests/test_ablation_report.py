@@ -1,6 +1,6 @@
 """The Figure 5 report reads the right numbers out of dvc.api.exp_show's rows, and only the
 sweep's own experiments; the paired table (scripts/paired_table.py) reads our rows of results
-tables."""
+tables; the dev pairs (scripts/dev_pairs.py) read records' dev scores alone."""
 import importlib.util
 import json
 import subprocess
@@ -248,3 +248,32 @@ def test_paired_table_gives_mean_std_and_the_gain_per_seed(tmp_path):
     bad = subprocess.run(script + ["--off", off[0], str(tmp_path / "junk.md"), "--on", *on[:2]],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "junk.md: not a results table" in bad.stderr
+
+
+def dev_record(folder, final, as_trained, conflicts):
+    """A kept record as dev_pairs reads it: params, the train stage's info, dev_choices.csv."""
+    folder.mkdir(parents=True)
+    (folder / "params.yaml").write_text("seed: 0\n")
+    (folder / "metrics.json").write_text(json.dumps(
+        {"stages": {"train": {"info": {"tune": {"dev_given_conflicts": conflicts}}}}}))
+    (folder / "dev_choices.csv").write_text(
+        "model,views,dev_exact_pct,dev_every_blank_pct\n"
+        f"solver_reread,1,0.0,1.0\nsolver_reread,7,0.0,{final}\nsolver,1,0.0,{as_trained}\nsolver,7,0.0,2.0\n")
+    return str(folder)
+
+
+def test_dev_pairs_gives_the_paired_gain_of_each_label_free_criterion(tmp_path):
+    off = [dev_record(tmp_path / f"off{i}", 90 + i, 80, 0.01) for i in range(3)]
+    on = [dev_record(tmp_path / f"on{i}", 91 + 2 * i, 80 - i, 0.01 - 0.002 * i) for i in range(3)]
+    script = [sys.executable, str(REPO / "scripts" / "dev_pairs.py")]
+    out = subprocess.run(script + ["--off", *off, "--on", *on], capture_output=True, text=True, check=True).stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in out.splitlines()[2:]}
+    final, trained, conflicts = rows.values()
+    assert final[:4] == ["91.00", "93.00", "+2.00 +- 0.58", "+1.00, +2.00, +3.00"] and final[4] == "3 of 3 |"
+    assert trained[2:4] == ["-1.00 +- 0.58", "+0.00, -1.00, -2.00"]
+    assert conflicts[:3] == ["1.00", "0.80", "-0.20 +- 0.12"]
+    bad = subprocess.run(script + ["--off", *off[:2], "--on", *on], capture_output=True, text=True)
+    assert bad.returncode != 0 and "the same seeds" in bad.stderr
+    Path(on[1], "dev_choices.csv").unlink()
+    bad = subprocess.run(script + ["--off", *off, "--on", *on], capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "on1/dev_choices.csv: no dev score" in bad.stderr

@@ -1,0 +1,71 @@
+"""Two values of one setting over the same seeds, scored on the dev boards by label-free criteria
+alone: the paired gains in every blank right (each record's dev_choices.csv) and in the dev given
+conflicts (SATNet's dev blanks that repeat a peer given's reading, from the train stage).
+
+    python scripts/dev_pairs.py --off results/A results/A/seeds/seed{1,2,3,4} \\
+        --on results/B results/B/seeds/seed{1,2,3,4}
+
+Records pair up in the order given, so give both sides' seeds in one order. No test figure and no
+given's label is read: dev_choices.csv scores dev blanks, and of the record's metrics only the train
+stage's dev given conflicts are read.
+"""
+import argparse
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from satground.harness.io import PipelineError
+from satground.harness.records import read_record
+
+ROWS = {("solver_reread", 7): "EBR, final (re-read, 7 views, check)",
+        ("solver", 1): "EBR, as trained (1 view)"}
+CONFLICTS = "dev given conflicts after tune, % (lower is better)"
+
+
+def record_scores(record: Path) -> dict[str, float]:
+    """criterion -> value for one kept record (its dev_choices.csv and metrics.json)."""
+    train = read_record(record).stage_info("train")
+    path = record / "dev_choices.csv"
+    try:
+        frame = pd.read_csv(path)
+        scores = {name: float(frame[(frame["model"] == model) & (frame["views"] == views)]
+                              ["dev_every_blank_pct"].iloc[-1]) for (model, views), name in ROWS.items()}
+        scores[CONFLICTS] = 100 * float(train["tune"]["dev_given_conflicts"])
+        return scores
+    except (OSError, KeyError, IndexError, ValueError) as exc:
+        raise PipelineError(f"{path}: no dev score of the final and as-trained models "
+                            f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --as-trained "
+                            f"--views 1 7 on the record's run") from exc
+
+
+def table(off: list[Path], on: list[Path]) -> str:
+    if len(off) != len(on) or len(off) < 2:
+        raise PipelineError(f"--off and --on need the same seeds, two or more: got {len(off)} and {len(on)}")
+    offs, ons = [record_scores(r) for r in off], [record_scores(r) for r in on]
+    lines = ["| dev criterion | off, mean | on, mean | gain on - off, mean +- se | per seed | seeds on higher |",
+             "|---|---|---|---|---|---|"]
+    for name in offs[0]:
+        a, b = [s[name] for s in offs], [s[name] for s in ons]
+        gains = [y - x for x, y in zip(a, b)]
+        se = statistics.stdev(gains) / math.sqrt(len(gains))
+        lines.append(f"| {name} | {statistics.mean(a):.2f} | {statistics.mean(b):.2f} | "
+                     f"{statistics.mean(gains):+.2f} +- {se:.2f} | {', '.join(f'{g:+.2f}' for g in gains)} | "
+                     f"{sum(g > 0 for g in gains)} of {len(gains)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--off", type=Path, nargs="+", required=True, help="records of one value, one a seed")
+    parser.add_argument("--on", type=Path, nargs="+", required=True, help="records of the other, same seeds")
+    args = parser.parse_args(argv)
+    try:
+        print(table(args.off, args.on))
+    except PipelineError as exc:
+        raise SystemExit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()
