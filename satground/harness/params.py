@@ -140,9 +140,10 @@ class Cluster:
                       "paper's)", low=0, high=13)
     checkpoint_every: int = knob(2, "infogan: keep a checkpoint every this many epochs (the ablation)",
                                  low=1)
-    rounds: int = knob(2, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
-                       "previous ensemble's confident clusters (2: the dev boards' every-blank-right ties 3, "
-                       "at a round's less time: docs/studies/stage-budget.md)", low=1, high=10)
+    rounds: int = knob(3, "selflabel: self-labelling rounds; each after the first retrains the CNNs on the "
+                       "previous ensemble's confident clusters (3: every blank right ties 2 on the dev boards, "
+                       "and 3 repeats fewer given readings there: docs/studies/label-free-choices.md, R9)",
+                       low=1, high=10)
     n_nets: int = knob(4, "selflabel: CNNs of the ensemble, trained side by side one per core in each round "
                        "(an even count keeps both cores of a 2-core machine busy)", low=1, high=16)
     umap_runs: int = knob(3, "selflabel: UMAP + mixture runs that vote on the first clusters", low=1, high=20)
