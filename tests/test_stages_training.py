@@ -419,6 +419,35 @@ def test_reread_replaces_the_reader_and_none_keeps_the_trained_solver(workdir, u
             assert torch.equal(value, after.state_dict()[name]), name
 
 
+def test_the_reader_ceiling_study_scores_the_stages_pseudo_labels_and_an_oracle_reader(workdir, ungrounded_run,
+                                                                                        tmp_path):
+    """studies/reader_ceiling.py (report only) remakes round 1's pseudo-labels as the stage draws
+    them, trains the stage's reader on the training images' true digits instead, and puts it in
+    front of the run's final SATNet, unchanged, for dev_choices to score."""
+    spec = importlib.util.spec_from_file_location("reader_ceiling", REPO / "studies" / "reader_ceiling.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # enough epochs for 48 training images: the stage's fixture reader takes two optimiser steps
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS["reread"], "epochs": 40}}))
+    module.main(["--params", str(tmp_path / "p.yaml"), "--prepared", "data/prepared", "--models", "models",
+                 "--out-models", str(tmp_path)])
+    report = read(tmp_path / "ceiling.json")
+    from satground.boards.data import given_image_indices, load_boards, load_image_labels
+    from satground.readers.lenet import predict
+    from satground.solver.models import load_solver
+    dev = load_boards("data/prepared", "dev")
+    pool = given_image_indices(dev)
+    read_right = (predict(load_solver(workdir / "models/solver_reread.pt").classifier, dev.images[pool])
+                  == load_image_labels("data/prepared", "dev", pool)).float().mean().item()
+    assert report["run_reader_dev_read_right"] == pytest.approx(read_right)  # the run's own reader
+    assert 0.0 <= report["pseudo_labels_right"] <= 1.0 and len(report["pseudo_labels_right_by_digit"]) == K
+    # the squares are easy: the stage's SATNet-voted labels and the true digits train readers alike
+    assert report["oracle_reader_dev_read_right"] > 0.9
+    final, oracle = load_solver(workdir / "models/solver_reread.pt"), load_solver(tmp_path / "solver_reread.pt")
+    for name, value in final.solver.state_dict().items():
+        assert torch.equal(value, oracle.solver.state_dict()[name]), name
+
+
 def test_reread_rounds_train_a_fresh_satnet_behind_the_last_reader_then_reread(workdir, ungrounded_run,
                                                                                tmp_path, monkeypatch):
     """reread.rounds 2: the second round trains a fresh SATNet behind the first round's reader
