@@ -109,6 +109,7 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
      "'train.decay_epochs' (5) exceeds 'reread.round_epochs' (2), the rounds' SATNet epochs"),
     ("reread:\n  rounds: 2\n  round_satnet: keep\n  round_inputs: labels\n",
      "'reread.round_inputs: labels' trains the round's SATNet on the pseudo-labels"),
+    ("reread:\n  reader: lenet\n  width: 16\n", "'reread.width' sizes the cnn reader's CNNs, so it needs"),
     ("reread:\n  reader: lenet\n  keep_classifier: true\n",
      "'reread.keep_classifier' needs 'reread.reader: cnn', got 'lenet'"),
     ("satnet:\n  lr: .nan\n", "'satnet.lr' must be a finite number"),

@@ -151,6 +151,24 @@ def test_a_reader_that_keeps_the_classifier_averages_both_and_saves_them(tmp_pat
         train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier, **READER)
 
 
+def test_the_reader_width_sizes_every_cnn_and_survives_the_solver_file(tmp_path):
+    """reread.width: each CNN's conv blocks are width, 2 width, 2 width channels wide, and a
+    solver file keeps the width, so the reader loads and reads as it was trained."""
+    rng = np.random.default_rng(1)
+    images = torch.from_numpy(rng.integers(0, 256, size=(32, 28, 28)).astype(np.uint8))
+    labels = torch.arange(32) % K
+    reader = train_reader("cnn", images, labels, K, epochs=1, nets=2, seed=0, **{**READER, "width": 8})
+    convs = [m.out_channels for m in reader.nets[0].body if isinstance(m, torch.nn.Conv2d)]
+    assert convs == [8, 16, 16]
+    path = tmp_path / "solver.pt"
+    torch.save(checkpoint(VisualSolver(reader, SymbolicSolver(2, 8, 2))), path)
+    again = load_solver(path, kind="visual").classifier
+    with torch.no_grad():
+        assert torch.equal(again(images), reader(images))
+    with pytest.raises(ValueError, match="width"):
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, **{**READER, "width": 8})
+
+
 def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():
     """train_reader trains its CNNs on as many threads as torch has: the nets must not depend on
     that (each seeds its own weights and draws), or a busy or bigger machine reads differently."""

@@ -335,6 +335,8 @@ class Reread:
     passes: int = knob(1, "passes over the training boards, each releasing other givens", low=1)
     epochs: int = knob(20, "the reader's training epochs", low=1)
     nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
+    width: int = knob(32, "cnn: channels of each CNN's first conv block, twice as many in the next "
+                      "two (ours: the reader's capacity)", low=4, high=256)
     reader_lr: float = lr_knob(1.0e-3, "the reader's Adam learning rate")
     reader_batch_size: int = knob(128, "the reader's batch size (images)", low=2)
     augment: Augment = section(Augment, "the reader's random affine copies of its training images")
@@ -365,11 +367,14 @@ class Reread:
         return train_epochs if self.round_epochs is None else self.round_epochs
 
     def reader_training(self) -> dict:
-        """solver.reread.train_reader's training settings: lr, batch_size, augment."""
+        """solver.reread.train_reader's settings: lr, batch_size, augment, and the cnn's width."""
         return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
-                "augment": dataclasses.asdict(self.augment)}
+                "augment": dataclasses.asdict(self.augment), "width": self.width}
 
     def check(self, where: str) -> None:
+        if self.width != 32 and self.reader != "cnn":
+            raise PipelineError(f"{where}: 'reread.width' sizes the cnn reader's CNNs, so it needs "
+                                f"'reread.reader: cnn', got {self.reader!r}")
         if self.keep_classifier and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "
                                 f"got {self.reader!r}")
