@@ -122,7 +122,7 @@ def our_variants(solvers: dict, params) -> dict:
     as trained also kept in one view, the paper's), and the final model and its proofreader
     checked by SATNet. The proofreader sits on the final reader: re-read, or as trained."""
     reread, views = params.reread.reader != "none", params.evaluate.views
-    folds, starts = params.evaluate.check_folds, params.evaluate.starts
+    folds, starts, rounds = params.evaluate.check_folds, params.evaluate.starts, params.evaluate.check_rounds
     proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
     variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
                 + ["proofreader"] * proofread}
@@ -132,9 +132,10 @@ def our_variants(solvers: dict, params) -> dict:
             if name != "one_view":
                 variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
-        variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts)
+        variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts,
+                                      rounds=rounds)
         if proofread:
-            variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts)
+            variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts, rounds=rounds)
     return {name: variants[name] for name in OUR_VARIANTS if name in variants}
 
 

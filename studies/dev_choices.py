@@ -1,7 +1,7 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--views 1 5 7] [--check-weights 1 2] [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--views 1 5 7] [--check-weights 1 2] [--check-rounds 1 2 3] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -12,7 +12,8 @@ scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = 
 reader is the one re-read at params.yaml's. --views reads each image in that many views
 (`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
-evaluate's). A choice is made on the label-free columns, every blank right and blank cells right
+evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
+default: params.yaml's). A choice is made on the label-free columns, every blank right and blank cells right
 (docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
 """
 import argparse
@@ -52,6 +53,8 @@ def main(argv=None):
                         help="evaluate.views values to score (default: params.yaml's)")
     parser.add_argument("--check-weights", type=float, nargs="+", default=[1.0],
                         help="weights of SATNet's inference against the reader's in the check (1 = equal)")
+    parser.add_argument("--check-rounds", type=int, nargs="+",
+                        help="evaluate.check_rounds values to score (default: params.yaml's)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -70,17 +73,19 @@ def main(argv=None):
     sweeps = args.solve_sweeps or [params.satnet.solve_sweeps]
     readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
                for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
+    check_rounds = args.check_rounds or [params.evaluate.check_rounds]
     rows = []
-    for ((proofreader, name, n, views), model), folds, starts, weight in itertools.product(
-            readers.items(), args.folds, args.starts, args.check_weights):
-        if folds == 0 and (starts > 1 or weight != args.check_weights[0]):
-            continue  # starts and the weight act on the checked rows only
+    for ((proofreader, name, n, views), model), folds, starts, weight, rounds in itertools.product(
+            readers.items(), args.folds, args.starts, args.check_weights, check_rounds):
+        if folds == 0 and (starts > 1 or weight != args.check_weights[0] or rounds != check_rounds[0]):
+            continue  # starts, the weight and the rounds act on the checked rows only
         seed_everything(params.seed)
         start = time.perf_counter()
-        solver = Checked(model, folds, starts, weight) if folds else model
+        solver = Checked(model, folds, starts, weight, rounds) if folds else model
         scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts, "check_weight": weight if folds else "",
+                     "check_rounds": rounds if folds else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         print(rows[-1], flush=True)

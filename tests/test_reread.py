@@ -221,6 +221,34 @@ def test_the_check_hides_each_given_once_and_overrules_a_misreading():
     assert torch.allclose(kept, z, atol=1e-4)
 
 
+def test_the_checks_later_rounds_see_the_last_rounds_checked_readings():
+    """evaluate.check_rounds: each later round hides the same folds, and SATNet sees the other
+    givens as the round before checked them, no longer as read; the classifier's own reading
+    counts once (an unchanged SATNet inference leaves the checked readings where round 1 left
+    them); a checked solver runs every round's passes, then its solve."""
+    boards, digits, solutions = boards_with_index_images()
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = 4.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
+    model = VisualSolver(IndexReader(logits), OracleSolver(solutions))
+    images = boards.images[boards.cell_image[boards.is_input]]
+    z = model.input_probs(images, boards.is_input)
+    once = checked_readings(model.solver, z, boards.is_input, folds=3)
+    model.solver.shown.clear()
+    twice = checked_readings(model.solver, z, boards.is_input, folds=3, rounds=2)
+    passes = model.solver.shown
+    assert len(passes) == 6
+    for (first, seen), (later, seen_later) in zip(passes[:3], passes[3:]):
+        assert torch.equal(seen, seen_later)  # the same folds each round
+        assert torch.allclose(first, z * seen.repeat_interleave(K, 1))  # round 1: as read
+        assert torch.allclose(later, once * seen.repeat_interleave(K, 1))  # round 2: as checked
+    assert not torch.allclose(once, z, atol=1e-3)  # round 1 changed the misread givens' readings
+    assert torch.allclose(twice, once, atol=1e-6)
+    model.solver.shown.clear()
+    Checked(model, folds=3, starts=2, rounds=2)(images, boards.is_input)
+    assert len(model.solver.shown) == 3 * 2 + 2
+
+
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
     """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
     both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is

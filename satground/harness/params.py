@@ -404,6 +404,8 @@ class Evaluate:
                             "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
     starts: int = knob(4, "the check rows' final solve: SATNet's outputs averaged over this many "
                        "random starts (ours); 1 = one start", low=1, high=64)
+    check_rounds: int = knob(1, "the check's rounds: each later round's SATNet sees the other givens' "
+                             "readings as the round before checked them (ours); 1 = one check", low=1, high=16)
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
                       "6-degree rotations (ours; satground/readers/views.py); 1 = the image alone (the paper)",

@@ -2,7 +2,9 @@
 
 The classifier reads each given; the trained SATNet, seeing the board's other givens, infers it
 too. Where the two opinions disagree and SATNet is confident, SATNet's wins: a misread given no
-longer breaks the board. With several random starts the final solve averages SATNet's outputs.
+longer breaks the board. A misread given also misleads SATNet's inference of the others, so the
+check may run in rounds, each round's SATNet seeing the last round's checked readings. With
+several random starts the final solve averages SATNet's outputs.
 Nothing here reads a label or the Sudoku rules: the rules come from the trained SATNet.
 """
 from __future__ import annotations
@@ -21,27 +23,32 @@ def log_inference(probs: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int,
-                     weight: float = 1.0) -> torch.Tensor:
+                     weight: float = 1.0, rounds: int = 1) -> torch.Tensor:
     """SATNet's check of a board's readings: the givens are dealt into `folds` interleaved folds;
     per fold, SATNet sees the other givens and infers the fold's cells. A given's checked reading
     is the product of the classifier's probabilities and SATNet's inference raised to `weight`,
     renormalised (two opinions of one digit; weight 1: equal ones; above 1, SATNet's outweighs a
-    confident misreading, which both floors would otherwise tie); blanks stay 0.
+    confident misreading, which both floors would otherwise tie); blanks stay 0. With `rounds` R > 1
+    the check runs R times; in each later round SATNet sees the other givens' checked readings of
+    the round before, and its inference again multiplies the classifier's own reading (never the
+    last round's product, so the classifier's opinion counts once).
 
     solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
     B, C = is_input.shape
     K = z.shape[1] // C
     readings = z.reshape(B, C, K)
     fold = (is_input.long().cumsum(1) - 1) % folds  # rank among the board's givens, interleaved
-    log_votes = torch.zeros_like(readings)
-    for f in range(folds):
-        out = is_input & (fold == f)
-        seen = is_input & ~out
-        probs = solver((readings * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
-        log_votes += torch.where(out.unsqueeze(2), log_inference(probs), 0.0)
-    logits = readings.clamp_min(1e-4).log() + weight * log_votes
-    checked = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
-    return checked.reshape(B, C * K)
+    context = readings
+    for _ in range(rounds):
+        log_votes = torch.zeros_like(readings)
+        for f in range(folds):
+            out = is_input & (fold == f)
+            seen = is_input & ~out
+            probs = solver((context * seen.unsqueeze(2)).reshape(B, -1), seen).reshape(B, C, K)
+            log_votes += torch.where(out.unsqueeze(2), log_inference(probs), 0.0)
+        logits = readings.clamp_min(1e-4).log() + weight * log_votes
+        context = torch.softmax(logits, dim=2) * is_input.unsqueeze(2)
+    return context.reshape(B, C * K)
 
 
 class Checked(VisualSolver):
@@ -49,15 +56,17 @@ class Checked(VisualSolver):
     board: test time only, one SATNet pass per fold more. With `starts` > 1 the final solve is
     the mean of SATNet's outputs from that many random starts of its vectors: the mixing method
     ends in a different local optimum from each start, and their mean errs less than one.
-    `weight`: SATNet's inference against the reader's reading (`checked_readings`)."""
+    `weight`: SATNet's inference against the reader's reading; `rounds`: the check's rounds
+    (`checked_readings`)."""
 
-    def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0):
+    def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0,
+                 rounds: int = 1):
         super().__init__(model.classifier, model.solver)
-        self.folds, self.starts, self.weight = folds, starts, weight
+        self.folds, self.starts, self.weight, self.rounds = folds, starts, weight, rounds
 
     def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
         return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds,
-                                self.weight)
+                                self.weight, self.rounds)
 
     def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
         z = self.input_probs(images, is_input)
