@@ -189,16 +189,22 @@ def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side()
     assert not torch.equal(one["nets.0.head.weight"], one["nets.1.head.weight"])  # own seeds
 
 
-def test_the_check_hides_each_given_once_and_overrules_a_misreading():
-    """SATNet checks every given exactly once, from a pass in which it does not see it; a
-    misreading it contradicts is overruled, a reading it cannot judge (uniform) is kept."""
+def misread_givens_before_an_oracle():
+    """Boards whose reader misreads every fifth image (4.0 logits on the next digit) in front of
+    an OracleSolver: (boards, solutions, model, the given cells' images, their readings z)."""
     boards, digits, solutions = boards_with_index_images()
     logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
     misread = torch.arange(0, len(digits), 5)
     logits[misread] = 4.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
     model = VisualSolver(IndexReader(logits), OracleSolver(solutions))
     images = boards.images[boards.cell_image[boards.is_input]]
-    z = model.input_probs(images, boards.is_input)
+    return boards, solutions, model, images, model.input_probs(images, boards.is_input)
+
+
+def test_the_check_hides_each_given_once_and_overrules_a_misreading():
+    """SATNet checks every given exactly once, from a pass in which it does not see it; a
+    misreading it contradicts is overruled, a reading it cannot judge (uniform) is kept."""
+    boards, solutions, model, images, z = misread_givens_before_an_oracle()
 
     checked = checked_readings(model.solver, z, boards.is_input, folds=3)
     passes = model.solver.shown
@@ -226,13 +232,7 @@ def test_the_checks_later_rounds_see_the_last_rounds_checked_readings():
     givens as the round before checked them, no longer as read; the classifier's own reading
     counts once (an unchanged SATNet inference leaves the checked readings where round 1 left
     them); a checked solver runs every round's passes, then its solve."""
-    boards, digits, solutions = boards_with_index_images()
-    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
-    misread = torch.arange(0, len(digits), 5)
-    logits[misread] = 4.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K).float()
-    model = VisualSolver(IndexReader(logits), OracleSolver(solutions))
-    images = boards.images[boards.cell_image[boards.is_input]]
-    z = model.input_probs(images, boards.is_input)
+    boards, solutions, model, images, z = misread_givens_before_an_oracle()
     once = checked_readings(model.solver, z, boards.is_input, folds=3)
     model.solver.shown.clear()
     twice = checked_readings(model.solver, z, boards.is_input, folds=3, rounds=2)
