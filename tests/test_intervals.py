@@ -1,6 +1,7 @@
 """The bootstrap over test images and boards (satground/boards/intervals.py): its standard error
 matches the spread of the figure over independently drawn test sets, where resampling boards
-alone is too narrow, and it reduces to the board bootstrap when no image is ever misread."""
+alone is too narrow; it reduces to the board bootstrap when no image is ever misread; and it stays
+centred on its figure when a board's misread givens come together, as the check's do."""
 import numpy as np
 import torch
 
@@ -57,6 +58,37 @@ def test_without_misreadings_it_is_the_board_bootstrap():
     assert abs(got["se"] / np.sqrt(p * (1 - p) / len(boards)) - 1) < 0.15
     assert got["low"] < p < got["high"]
     assert abs(got["effective_boards"] / len(boards) - 1) < 0.3
+
+
+def checked_test_set(rng, n_boards=600, fail=0.3, misread=8):
+    """drawn_test_set's boards read by a check that goes wrong on whole boards: a board it fails
+    (chance `fail`) has `misread` of its givens and all its blanks wrong, any other none. No image
+    is harder than another, so every image is misread on some boards, and only there."""
+    boards, digits, _, solution = drawn_test_set(rng, n_boards=n_boards, hard=0.0)
+    failed = rng.random(n_boards) < fail
+    wrong = ~boards.is_input.numpy()
+    for b in np.flatnonzero(failed):
+        wrong[b, rng.choice(np.flatnonzero(boards.is_input[b].numpy()), misread, replace=False)] = True
+    wrong &= failed[:, None]
+    predicted = torch.where(torch.from_numpy(wrong), solution % K + 1, solution)
+    return boards, digits, predicted, solution
+
+
+def test_the_interval_holds_its_figure_when_a_boards_misreadings_come_together():
+    rng = np.random.default_rng(2)
+    boards, digits, predicted, solution = checked_test_set(rng)
+    figures = board_outcomes(predicted, solution, boards)
+    cells, given = boards.cell_image.numpy(), boards.is_input.numpy()
+    rate = np.bincount(cells[given], figures["givens_right"][given]) / np.bincount(cells[given])
+    assert ((rate > 0) & (rate < 1)).mean() > 0.5  # images read right on some boards only
+    got = image_bootstrap(figures, boards, digits, draws=1000, seed=0)
+    for name in ("board_accuracy", "blank_board_accuracy"):
+        p = figures[name].mean()
+        low, high = got[name]["low"], got[name]["high"]
+        assert low < p < high, (name, low, p, high)
+        assert abs((low + high) / 2 - p) < 0.25 * (high - low), (name, low, p, high)
+        # nothing here depends on the images: the board bootstrap's width
+        assert abs(got[name]["se"] / np.sqrt(p * (1 - p) / len(boards)) - 1) < 0.25
 
 
 def test_the_mean_over_seeds_combines_their_standard_errors():

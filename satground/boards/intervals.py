@@ -10,14 +10,18 @@ chance the test set was built from:
   one);
 - the boards: drawn again with replacement.
 
-A board's figures in a replicate follow from its givens' new images. A given cell comes out right
-with the rate its new image's given cells came out right in the run (0 or 1 for a reader that
-reads each image once; a fraction where re-reading or the check reads an image differently on
-different boards). A board whose givens all come out right exactly when they did in the run
-keeps its own outcomes; one that changed sides takes the outcomes of a board drawn from the run's
-boards on its new side (every given right, or not). So the bootstrap needs the run's per-board
-outcomes and per-cell readings only, not a new solve; it assumes a board's blank cells depend on
-its images only through whether its givens are read right.
+A board's figures in a replicate follow from its givens' new images, without a new solve and
+without drawing any cell's outcome on its own: a check or a re-read that goes wrong on a board goes
+wrong on several of its givens at once, so cells drawn independently at their images' rates would
+put too few boards on the all-right side and bias every figure low. Instead each image carries its
+rate of misread given cells in the run (0 or 1 for a reader that reads each image once; a fraction
+where the check reads an image differently on different boards), and each board its risk: the sum
+of its givens' images' rates, the number of givens it is expected to misread. A board whose new
+images leave its risk as it was keeps its own outcomes (every board does when no image is ever
+misread: the board bootstrap); one whose risk changed takes the outcomes of a run board of about
+the new risk (within RISK_WINDOW), drawn at random. So the bootstrap needs the run's per-board
+outcomes and per-cell readings only; it assumes a board's outcomes depend on its images only
+through that risk.
 
     figures = board_outcomes(digits, solution, boards)      # per board, from the run's outputs
     intervals = image_bootstrap(figures, boards, image_digits, draws=2000, seed=0)
@@ -36,6 +40,10 @@ from .sudoku import valid_grids
 LEVEL = 0.95
 # metric name (as board_metrics names it) -> the per-board outcome it is the mean of
 BOARD_FIGURES = ("board_accuracy", "blank_board_accuracy", "valid_grid_rate")
+# how far (in expected misread givens) a stand-in board's risk may be from the risk it stands in
+# for: half a given keeps whole counts apart (a reader that reads each image once) and pools the
+# fractional risks of a check
+RISK_WINDOW = 0.5
 
 
 def board_outcomes(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict[str, np.ndarray]:
@@ -63,25 +71,25 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     givens_right = outcomes["givens_right"]
     N, P = len(cell_image), len(boards.images)
     counts = np.bincount(cell_image[is_input], minlength=P)
-    rate = np.bincount(cell_image[is_input], weights=givens_right[is_input], minlength=P) / np.maximum(counts, 1)
-    all_right = (givens_right | ~is_input).all(axis=1)
-    sides = [np.flatnonzero(all_right == side) for side in (False, True)]
+    wrong = 1 - np.bincount(cell_image[is_input], weights=givens_right[is_input], minlength=P) / np.maximum(counts, 1)
+    safe_cells = np.where(is_input, cell_image, 0)
+    risk = np.where(is_input, wrong[safe_cells], 0).sum(axis=1)
+    by_risk = np.argsort(risk, kind="stable")
+    sorted_risk = risk[by_risk]
     strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
     figures = [name for name in BOARD_FIGURES if name in outcomes]
     values = {name: np.empty(draws) for name in figures}
-    safe_cells = np.where(is_input, cell_image, 0)
     for start in range(0, draws, chunk):
         R = min(chunk, draws - start)
         replace = np.arange(P)[None].repeat(R, 0)  # replace[r, i]: the image that stands in for i
         for members in strata:
             replace[:, members] = members[rng.integers(0, len(members), (R, len(members)))]
         rows = rng.integers(0, N, (R, N))
-        new_rate = rate[np.take_along_axis(replace, safe_cells[rows].reshape(R, -1), 1).reshape(R, N, -1)]
-        right = (rng.random(new_rate.shape) < new_rate) | ~is_input[rows]
-        now_right = right.all(axis=2)
-        # boards that changed sides take a random board's outcomes from their new side
-        stand_in = np.where(now_right, _draw(rng, sides[1], rows), _draw(rng, sides[0], rows))
-        source = np.where(now_right == all_right[rows], rows, stand_in)
+        stand_ins = np.take_along_axis(replace, safe_cells[rows].reshape(R, -1), 1).reshape(R, N, -1)
+        new_risk = np.where(is_input[rows], wrong[stand_ins], 0).sum(axis=2)
+        # a board whose images changed its risk takes the outcomes of a run board of that risk
+        like = by_risk[_near(sorted_risk, new_risk, rng)]
+        source = np.where(np.isclose(new_risk, risk[rows], rtol=0, atol=1e-9), rows, like)
         for name in figures:
             values[name][start:start + R] = outcomes[name][source].mean(axis=1)
     tail = 100 * (1 - LEVEL) / 2
@@ -94,12 +102,17 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     return result
 
 
-def _draw(rng, members: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Random members (with replacement) in the shape of `rows`; `rows` themselves where the
-    side has no board in the run (nothing to stand in: the board keeps its own outcomes)."""
-    if len(members) == 0:
-        return rows
-    return members[rng.integers(0, len(members), rows.shape)]
+def _near(sorted_risk: np.ndarray, risk: np.ndarray, rng) -> np.ndarray:
+    """For each of `risk`, a random position in `sorted_risk` within RISK_WINDOW of it, or within
+    RISK_WINDOW of the nearest value where none is that close."""
+    last = len(sorted_risk) - 1
+    after = np.minimum(np.searchsorted(sorted_risk, risk), last)
+    before = np.maximum(after - 1, 0)
+    nearest = np.where(np.abs(sorted_risk[before] - risk) <= np.abs(sorted_risk[after] - risk), before, after)
+    centre = np.where(np.abs(sorted_risk[nearest] - risk) <= RISK_WINDOW, risk, sorted_risk[nearest])
+    low = np.searchsorted(sorted_risk, centre - RISK_WINDOW, side="left")
+    high = np.searchsorted(sorted_risk, centre + RISK_WINDOW, side="right")
+    return low + (rng.random(risk.shape) * (high - low)).astype(np.int64)
 
 
 def mean_interval(intervals: list[dict], means: list[float]) -> dict:
