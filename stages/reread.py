@@ -12,7 +12,9 @@ satground.solver.training.train_behind), the last round's trained on, or the las
 then it re-reads with that SATNet: a reader that misread many givens trained the first SATNet
 badly, and the re-read reader trains a better one; a SATNet taught the rules first
 (`train.rules_epochs`) may instead keep them. With `reread.round_inputs: labels` the round's
-SATNet reads the last round's pseudo-labels for the training givens instead of the reader.
+SATNet reads the last round's pseudo-labels for the training givens instead of the reader. A
+round whose pseudo-labels are the last round's keeps the last round's reader: training it again
+on them gives the same weights.
 The true digits of the dev boards' images (dev_truth.pt, "image_labels") are read only to
 report how well the classifier and the new reader read them; no truth of the training or test
 images is read.
@@ -68,11 +70,16 @@ def main(argv=None):
             votes, counts, reading = satnet_votes(model, train, cfg.release, cfg.passes, cfg.batch_size,
                                                   generator, cfg.context)
             labels = pseudo_labels(votes, reading)[train_pool]
-            reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
-                                  cfg.epochs, cfg.nets, cfg.seed,
-                                  keep=model.classifier if cfg.keep_classifier else None,
-                                  **cfg.reader_training())
+            # the same labels train the same reader (its own seed; rounds keep no classifier): keep it
+            retrain = round_ == 1 or not torch.equal(labels, last_labels)
+            if retrain:
+                reader = train_reader(cfg.reader, train.images[train_pool], labels, train.n_digits,
+                                      cfg.epochs, cfg.nets, cfg.seed,
+                                      keep=model.classifier if cfg.keep_classifier else None,
+                                      **cfg.reader_training())
+            last_labels = labels
             rounds.append({
+                "reader_retrained": retrain,
                 "votes_per_image": counts[train_pool].mean().item(),
                 # label free: how often SATNet's votes overrule the classifier's reading
                 "pseudo_labels_changed": (labels != reading[train_pool].argmax(1)).float().mean().item(),

@@ -518,6 +518,39 @@ def test_reread_rounds_keep_or_continue_the_last_rounds_satnet(workdir, unground
         assert not torch.equal(trained.solver.satnet.S, out.solver.satnet.S)
 
 
+def test_a_round_with_the_last_rounds_pseudo_labels_keeps_its_reader(workdir, ungrounded_run, tmp_path,
+                                                                     monkeypatch):
+    """The reader is a function of its labels (its own seed): trained twice on the same labels it
+    has the same weights, so a round whose pseudo-labels are the last round's keeps that reader
+    instead of training it again; one whose labels moved trains a new one."""
+    from satground.harness.params import load_params
+    module = stage("reread")
+    boards = load_boards(ungrounded_run["blind"], "train")
+    pool = given_image_indices(boards)
+    trained, made = [], []
+    real_reader, real_labels = module.train_reader, module.pseudo_labels
+    monkeypatch.setattr(module, "train_reader", lambda *a, **k: trained.append(real_reader(*a, **k)) or trained[-1])
+
+    def first_labels_then_moved(*args):  # rounds 1 and 2 the same labels, round 3 one moved
+        made.append(made[0].clone() if made else real_labels(*args))
+        if len(made) == 3:
+            made[-1][pool[0]] = (made[-1][pool[0]] + 1) % boards.n_digits
+        return made[-1]
+
+    monkeypatch.setattr(module, "pseudo_labels", first_labels_then_moved)
+    (tmp_path / "same.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS["reread"], "rounds": 3,
+                                                                             "round_satnet": "keep"}}))
+    module.main(declared("reread", params=tmp_path / "same.yaml", model_out=tmp_path / "same.pt",
+                         metrics_out=tmp_path / "m"))
+    info = json.loads((tmp_path / "m" / "info.json").read_text())
+    assert [r["reader_retrained"] for r in info["rounds"]] == [True, False, True] and len(trained) == 2
+    cfg = load_params(tmp_path / "same.yaml").reread
+    again = real_reader(cfg.reader, boards.images[pool], made[0][pool], boards.n_digits, cfg.epochs, cfg.nets,
+                        cfg.seed, **cfg.reader_training())
+    for name, value in trained[0].state_dict().items():  # what keeping round 1's reader stands for
+        assert torch.equal(value, again.state_dict()[name]), name
+
+
 def test_reread_round_inputs_labels_trains_the_rounds_satnet_on_the_last_rounds_pseudo_labels(
         workdir, ungrounded_run, tmp_path, monkeypatch):
     """reread.round_inputs labels: round 2's SATNet reads round 1's pseudo-labels, one-hot, for
