@@ -13,7 +13,9 @@ reader is the one re-read at params.yaml's. --views reads each image in that man
 (`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
 evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
-default: params.yaml's). A choice is made on the label-free columns, every blank right and blank cells right
+default: params.yaml's). --intervals adds each row's 95 % interval of exact and every blank right
+over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
+the dev images' digits, so it reports and never decides). A choice is made on the label-free columns, every blank right and blank cells right
 (docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
 """
 import argparse
@@ -22,7 +24,9 @@ import time
 from pathlib import Path
 
 from common import dev_percentages, show_rows
-from satground.boards.data import load_boards
+from satground.boards.data import load_boards, load_truth
+from satground.boards.intervals import board_outcomes, image_bootstrap
+from satground.boards.metrics import solution_metrics
 from satground.harness.io import seed_everything
 from satground.readers.views import ReaderViews
 from satground.solver.models import VisualSolver, load_solver
@@ -30,7 +34,7 @@ from satground.harness.params import load_params
 from satground.solver.check import Checked
 from satground.satnet import check_setup
 from satground.harness.stage import stage_device
-from satground.solver.training import solution_scores
+from satground.solver.training import solution_digits
 
 
 def in_views(model, views: int):
@@ -55,6 +59,8 @@ def main(argv=None):
                         help="weights of SATNet's inference against the reader's in the check (1 = equal)")
     parser.add_argument("--check-rounds", type=int, nargs="+",
                         help="evaluate.check_rounds values to score (default: params.yaml's)")
+    parser.add_argument("--intervals", action="store_true",
+                        help="each row's 95 % interval over the dev images and boards (reports only)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -82,12 +88,19 @@ def main(argv=None):
         seed_everything(params.seed)
         start = time.perf_counter()
         solver = Checked(model, folds, starts, weight, rounds) if folds else model
-        scores = solution_scores(solver.to(device), dev, solution, batch_size, device)
+        digits = solution_digits(solver.to(device), dev, batch_size, device)
+        scores = solution_metrics(digits, solution, dev)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts, "check_weight": weight if folds else "",
                      "check_rounds": rounds if folds else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
+        if args.intervals:
+            bounds = image_bootstrap(board_outcomes(digits, solution, dev), dev,
+                                     load_truth(args.prepared, "dev", dev)["image_labels"].numpy(), seed=params.seed)
+            rows[-1].update({f"{column}_95": f"{100 * bounds[name]['low']:.1f}-{100 * bounds[name]['high']:.1f}"
+                             for column, name in (("dev_exact", "board_accuracy"),
+                                                  ("dev_every_blank", "blank_board_accuracy"))})
         print(rows[-1], flush=True)
     show_rows(rows, f"{len(dev)} dev boards, {final}", args.out)
 
