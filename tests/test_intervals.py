@@ -3,6 +3,7 @@ matches the spread of the figure over independently drawn test sets, where resam
 alone is too narrow; it reduces to the board bootstrap when no image is ever misread; and it stays
 centred on its figure when a board's misread givens come together, as the check's do."""
 import numpy as np
+import pytest
 import torch
 
 from satground.boards.data import Boards
@@ -60,11 +61,11 @@ def test_without_misreadings_it_is_the_board_bootstrap():
     assert abs(got["effective_boards"] / len(boards) - 1) < 0.3
 
 
-def checked_test_set(rng, n_boards=600, fail=0.3, misread=8):
+def checked_test_set(rng, n_boards=600, fail=0.3, misread=8, per_digit=30):
     """drawn_test_set's boards read by a check that goes wrong on whole boards: a board it fails
     (chance `fail`) has `misread` of its givens and all its blanks wrong, any other none. No image
     is harder than another, so every image is misread on some boards, and only there."""
-    boards, digits, _, solution = drawn_test_set(rng, n_boards=n_boards, hard=0.0)
+    boards, digits, _, solution = drawn_test_set(rng, n_boards=n_boards, per_digit=per_digit, hard=0.0)
     failed = rng.random(n_boards) < fail
     wrong = ~boards.is_input.numpy()
     for b in np.flatnonzero(failed):
@@ -74,13 +75,14 @@ def checked_test_set(rng, n_boards=600, fail=0.3, misread=8):
     return boards, digits, predicted, solution
 
 
-def test_the_interval_holds_its_figure_when_a_boards_misreadings_come_together():
+@pytest.mark.parametrize("per_digit", [30, 300])  # each image on about 80 boards, or 8 (Fashion's test: 3)
+def test_the_interval_holds_its_figure_when_a_boards_misreadings_come_together(per_digit):
     rng = np.random.default_rng(2)
-    boards, digits, predicted, solution = checked_test_set(rng)
+    boards, digits, predicted, solution = checked_test_set(rng, per_digit=per_digit)
     figures = board_outcomes(predicted, solution, boards)
     cells, given = boards.cell_image.numpy(), boards.is_input.numpy()
     rate = np.bincount(cells[given], figures["givens_right"][given]) / np.bincount(cells[given])
-    assert ((rate > 0) & (rate < 1)).mean() > 0.5  # images read right on some boards only
+    assert ((rate > 0) & (rate < 1)).mean() > 0.3  # images read right on some boards only
     got = image_bootstrap(figures, boards, digits, draws=1000, seed=0)
     for name in ("board_accuracy", "blank_board_accuracy"):
         p = figures[name].mean()

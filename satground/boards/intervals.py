@@ -11,17 +11,19 @@ chance the test set was built from:
 - the boards: drawn again with replacement.
 
 A board's figures in a replicate follow from its givens' new images, without a new solve and
-without drawing any cell's outcome on its own: a check or a re-read that goes wrong on a board goes
-wrong on several of its givens at once, so cells drawn independently at their images' rates would
-put too few boards on the all-right side and bias every figure low. Instead each image carries its
-rate of misread given cells in the run (0 or 1 for a reader that reads each image once; a fraction
-where the check reads an image differently on different boards), and each board its risk: the sum
-of its givens' images' rates, the number of givens it is expected to misread. A board whose new
-images leave its risk as it was keeps its own outcomes (every board does when no image is ever
-misread: the board bootstrap); one whose risk changed takes the outcomes of a run board of about
-the new risk (within RISK_WINDOW), drawn at random. So the bootstrap needs the run's per-board
-outcomes and per-cell readings only; it assumes a board's outcomes depend on its images only
-through that risk.
+without drawing any cell's outcome on its own: a check that goes wrong on a board goes wrong on
+several of its givens at once, so cells drawn independently at their images' rates would put too
+few boards on the all-right side and bias every figure low. Instead each board carries a risk:
+the sum, over its given cells, of the share of the cells elsewhere showing the same image that
+were misread (the image's digit's share where it is shown nowhere else). A board's own
+misreadings stay out of its risk, or a board that failed would look riskier than the boards that
+can stand in for it; and an image that stands in for another takes the rate of one of its own
+cells, at random, computed the same way, so that a replicate's risks are as noisy as the run's.
+A board whose new images leave its risk as it was keeps its own outcomes (every board does where
+no image is ever misread: the board bootstrap); any other takes the outcomes of a random one of
+the NEIGHBOURS run boards nearest its new risk (or of every run board with exactly that risk).
+So the bootstrap needs the run's per-board outcomes and per-cell readings only; it assumes a
+board's outcomes depend on its images through that risk alone.
 
     figures = board_outcomes(digits, solution, boards)      # per board, from the run's outputs
     intervals = image_bootstrap(figures, boards, image_digits, draws=2000, seed=0)
@@ -40,10 +42,8 @@ from .sudoku import valid_grids
 LEVEL = 0.95
 # metric name (as board_metrics names it) -> the per-board outcome it is the mean of
 BOARD_FIGURES = ("board_accuracy", "blank_board_accuracy", "valid_grid_rate")
-# how far (in expected misread givens) a stand-in board's risk may be from the risk it stands in
-# for: half a given keeps whole counts apart (a reader that reads each image once) and pools the
-# fractional risks of a check
-RISK_WINDOW = 0.5
+# how many run boards nearest in risk a stand-in is drawn from, where fewer share the risk exactly
+NEIGHBOURS = 10
 
 
 def board_outcomes(digits: torch.Tensor, solution: torch.Tensor, boards: Boards) -> dict[str, np.ndarray]:
@@ -68,12 +68,26 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     """
     rng = np.random.default_rng(seed)
     cell_image, is_input = boards.cell_image.numpy(), boards.is_input.numpy()
-    givens_right = outcomes["givens_right"]
     N, P = len(cell_image), len(boards.images)
-    counts = np.bincount(cell_image[is_input], minlength=P)
-    wrong = 1 - np.bincount(cell_image[is_input], weights=givens_right[is_input], minlength=P) / np.maximum(counts, 1)
-    safe_cells = np.where(is_input, cell_image, 0)
-    risk = np.where(is_input, wrong[safe_cells], 0).sum(axis=1)
+    images = np.where(is_input, cell_image, 0)
+    wrong_cell = (is_input & ~outcomes["givens_right"]).astype(float)
+    counts = np.bincount(images[is_input], minlength=P)
+    wrongs = np.bincount(images[is_input], weights=wrong_cell[is_input], minlength=P)
+    # the rate a board's own image has on the other boards (its digit's where it has none): a
+    # board's risk must not hold its own misreadings, or a failed board looks riskier than the
+    # boards that will stand in for it
+    prior = np.zeros(P)
+    for digit in np.unique(image_digits[counts > 0]):
+        members = (image_digits == digit) & (counts > 0)
+        prior[members] = wrongs[members].sum() / counts[members].sum()
+    others = counts[images] - 1
+    rate_elsewhere = np.where(others > 0, (wrongs[images] - wrong_cell) / np.maximum(others, 1), prior[images])
+    risk = np.where(is_input, rate_elsewhere, 0).sum(axis=1)
+    # an image that stands in for another takes the place of one of its own given cells, at random,
+    # and that cell's rate elsewhere: a rate from as many cells as a run board's images have
+    by_image = np.argsort(images[is_input], kind="stable")
+    elsewhere_by_image = rate_elsewhere[is_input][by_image]
+    first_cell = np.concatenate([[0], np.cumsum(counts)[:-1]])
     by_risk = np.argsort(risk, kind="stable")
     sorted_risk = risk[by_risk]
     strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
@@ -85,8 +99,11 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
         for members in strata:
             replace[:, members] = members[rng.integers(0, len(members), (R, len(members)))]
         rows = rng.integers(0, N, (R, N))
-        stand_ins = np.take_along_axis(replace, safe_cells[rows].reshape(R, -1), 1).reshape(R, N, -1)
-        new_risk = np.where(is_input[rows], wrong[stand_ins], 0).sum(axis=2)
+        stand_ins = np.take_along_axis(replace, images[rows].reshape(R, -1), 1).reshape(R, N, -1)
+        kept = stand_ins == images[rows]
+        cell = first_cell[stand_ins] + (rng.random(stand_ins.shape) * counts[stand_ins]).astype(np.int64)
+        new_rate = np.where(kept, rate_elsewhere[rows], elsewhere_by_image[np.minimum(cell, len(by_image) - 1)])
+        new_risk = np.where(is_input[rows], new_rate, 0).sum(axis=2)
         # a board whose images changed its risk takes the outcomes of a run board of that risk
         like = by_risk[_near(sorted_risk, new_risk, rng)]
         source = np.where(np.isclose(new_risk, risk[rows], rtol=0, atol=1e-9), rows, like)
@@ -103,15 +120,20 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
 
 
 def _near(sorted_risk: np.ndarray, risk: np.ndarray, rng) -> np.ndarray:
-    """For each of `risk`, a random position in `sorted_risk` within RISK_WINDOW of it, or within
-    RISK_WINDOW of the nearest value where none is that close."""
-    last = len(sorted_risk) - 1
-    after = np.minimum(np.searchsorted(sorted_risk, risk), last)
-    before = np.maximum(after - 1, 0)
-    nearest = np.where(np.abs(sorted_risk[before] - risk) <= np.abs(sorted_risk[after] - risk), before, after)
-    centre = np.where(np.abs(sorted_risk[nearest] - risk) <= RISK_WINDOW, risk, sorted_risk[nearest])
-    low = np.searchsorted(sorted_risk, centre - RISK_WINDOW, side="left")
-    high = np.searchsorted(sorted_risk, centre + RISK_WINDOW, side="right")
+    """For each of `risk`, a random position in `sorted_risk` among the run boards of exactly that
+    risk, or where fewer than NEIGHBOURS have it, among the NEIGHBOURS nearest it."""
+    n = len(sorted_risk)
+    k = min(NEIGHBOURS, n)
+    low = np.searchsorted(sorted_risk, risk - 1e-9, side="left")
+    high = np.searchsorted(sorted_risk, risk + 1e-9, side="right")
+    few = high - low < k
+    # grow [low, high) one board at a time on the nearer side
+    for _ in range(k):
+        short = few & (high - low < k)
+        below = np.where(low > 0, risk - sorted_risk[np.maximum(low - 1, 0)], np.inf)
+        above = np.where(high < n, sorted_risk[np.minimum(high, n - 1)] - risk, np.inf)
+        down = short & (below <= above)
+        low, high = low - down, high + (short & ~down)
     return low + (rng.random(risk.shape) * (high - low)).astype(np.int64)
 
 
