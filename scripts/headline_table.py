@@ -10,7 +10,8 @@ the same with three rounds and fp32 GEMMs (the default before that,
 results/cpu9_fast_ground4500/: the grounding phase on 4,500 boards, SATNet at rank 16), the same at
 the former rank 32 (results/cpu9_fast/), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
-the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), each the mean +- sample std over its seeds' records (results/<p>/
+the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), and the default's pipeline on Fashion-MNIST's
+clothing (`fashion9`, results/fashion9/), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), with the mean's 95 % interval over the test images and boards
 in brackets where every seed's record has evaluate's bootstrap (satground/boards/intervals.py;
 seeds combined by their standard errors), then the paper's own figures. A configuration without a record
@@ -46,7 +47,8 @@ CONFIGURATIONS = {"cpu9_fast_three_rounds_bf16_gemm": "rule-free, the default (`
                   "cpu9": "rule-free, slower (`cpu9`)",
                   "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)",
-                  "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)"}
+                  "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
+                  "fashion9": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST)"}
 SEEDS_ONLY = ("cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
