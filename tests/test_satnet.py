@@ -174,14 +174,19 @@ def test_bf16_products_match_the_reference_to_bf16_precision(k, monkeypatch):
 @pytest.mark.parametrize("k", [16, 32])
 def test_the_vdpbf16ps_tile_takes_the_same_products_as_the_amx_tiles(k, monkeypatch):
     """Where the CPU has AMX and AVX512_BF16, the build for cooperlake (AVX512_BF16, no AMX) runs
-    the vdpbf16ps tile: one sweep agrees with the AMX tiles' bf16 to fp32 summation order."""
+    the vdpbf16ps tile: one sweep takes the AMX tiles' bf16 products, so the two differ only by
+    their fp32 summation orders, each value and gradient far less (under a quarter) than either
+    differs from the float32 reference. A fixed bound does not hold across CPUs: how the two
+    instructions round their partial sums is the hardware's."""
     from satground.satnet import cpu
     if not (X86 and {"amx-bf16", "avx512bf16"} <= cpu.host_features()):
         pytest.skip("needs a CPU with both AMX-BF16 and AVX512_BF16")
     amx = bf16_run(monkeypatch, k=k)[1]
     expected, vector = bf16_run(monkeypatch, target="cooperlake", k=k)
     assert not cpu.bf16x3_available() and "avx512" in cpu.tile_shape()  # the build without AMX
-    assert max(relative_errors(amx, vector)) < 1e-4
+    bf16_error = relative_errors(expected, amx)
+    for between, error in zip(relative_errors(amx, vector), bf16_error):
+        assert between < 0.25 * error, (between, error)
     assert max(relative_errors(expected, vector)) < 2e-2
 
 
