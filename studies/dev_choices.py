@@ -80,6 +80,7 @@ def main(argv=None):
     readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
                for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
+    image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows = []
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds in itertools.product(
             readers.items(), args.folds, args.starts, args.check_weights, check_rounds):
@@ -96,8 +97,7 @@ def main(argv=None):
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         if args.intervals:
-            bounds = image_bootstrap(board_outcomes(digits, solution, dev), dev,
-                                     load_truth(args.prepared, "dev", dev)["image_labels"].numpy(), seed=params.seed)
+            bounds = image_bootstrap(board_outcomes(digits, solution, dev), dev, image_digits, seed=params.seed)
             rows[-1].update({f"{column}_95": f"{100 * bounds[name]['low']:.1f}-{100 * bounds[name]['high']:.1f}"
                              for column, name in (("dev_exact", "board_accuracy"),
                                                   ("dev_every_blank", "blank_board_accuracy"))})

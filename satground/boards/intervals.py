@@ -76,9 +76,9 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     # the rate a board's own image has on the other boards (its digit's where it has none): a
     # board's risk must not hold its own misreadings, or a failed board looks riskier than the
     # boards that will stand in for it
+    strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
     prior = np.zeros(P)
-    for digit in np.unique(image_digits[counts > 0]):
-        members = (image_digits == digit) & (counts > 0)
+    for members in strata:
         prior[members] = wrongs[members].sum() / counts[members].sum()
     others = counts[images] - 1
     rate_elsewhere = np.where(others > 0, (wrongs[images] - wrong_cell) / np.maximum(others, 1), prior[images])
@@ -90,7 +90,6 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     first_cell = np.concatenate([[0], np.cumsum(counts)[:-1]])
     by_risk = np.argsort(risk, kind="stable")
     sorted_risk = risk[by_risk]
-    strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
     figures = [name for name in BOARD_FIGURES if name in outcomes]
     values = {name: np.empty(draws) for name in figures}
     for start in range(0, draws, chunk):
