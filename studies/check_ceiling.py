@@ -1,0 +1,90 @@
+"""How well can the check's SATNet infer a given from the others? A report on the dev boards.
+
+    python studies/check_ceiling.py [--folds 16 36] [--solve-sweeps 40 100] [--out FILE.csv]
+
+Reads a finished workspace's final model (models/solver_reread.pt, or solver.pt where
+`reread.reader` is none) and its dev boards, and shows SATNet every given as its TRUE digit,
+one-hot: the context the check (satground.solver.check) would see if the reader misread nothing.
+Rows:
+- all givens shown: the blank cells right and the boards with every blank right (SATNet as a
+  solver, its reader perfect);
+- per `--folds` F: the givens dealt into F interleaved folds as the check deals them, the first
+  fold hidden: its givens inferred right by SATNet alone, and by the check's product of that
+  inference and the reader's own reading (evaluate.views); the blank cells right in the same solve.
+It reads the dev givens' true digits, so it reports and never decides a setting.
+"""
+import argparse
+import time
+
+import torch
+
+from common import show_rows
+from satground.boards.data import load_boards, onehot
+from satground.harness.io import seed_everything
+from satground.harness.params import load_params
+from satground.harness.stage import stage_device
+from satground.readers.views import ReaderViews
+from satground.satnet import check_setup
+from satground.solver.check import log_inference
+from satground.solver.models import VisualSolver, load_solver
+
+
+def percent(right: torch.Tensor, cells: torch.Tensor) -> float:
+    return round(100 * right[cells].float().mean().item(), 2)
+
+
+@torch.no_grad()
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--models", default="models")
+    parser.add_argument("--folds", type=int, nargs="+", default=[16, 36])
+    parser.add_argument("--solve-sweeps", type=int, nargs="+", help="default: params.yaml's satnet.solve_sweeps")
+    parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    device, batch_size = stage_device(), params.evaluate.batch_size
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
+    dev = load_boards(args.prepared, "dev")
+    solution = load_boards(args.prepared, "dev", view="grounded").labels.long()
+    final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
+    B, C, K, given = len(dev), dev.n_cells, dev.n_digits, dev.is_input
+    truth = onehot(solution * given, K).reshape(B, C, K)
+    rows = []
+    for sweeps in args.solve_sweeps or [params.satnet.solve_sweeps]:
+        model = load_solver(f"{args.models}/{final}", boards=dev, kind="visual", solve_sweeps=sweeps).to(device)
+        reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
+        readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(B, C, K)
+
+        def solve(shown: torch.Tensor) -> torch.Tensor:
+            return torch.cat([model.solver((truth[i:i + batch_size] * shown[i:i + batch_size, :, None])
+                                           .reshape(len(shown[i:i + batch_size]), -1).to(device),
+                                           shown[i:i + batch_size].to(device)).cpu()
+                              for i in range(0, B, batch_size)]).reshape(B, C, K)
+
+        seed_everything(params.seed)
+        start = time.perf_counter()
+        right = solve(given).argmax(2) + 1 == solution
+        rows.append({"model": final, "solve_sweeps": sweeps, "hidden": "none", "blank_cells": percent(right, ~given),
+                     "every_blank_right": round(100 * (right | given).all(1).float().mean().item(), 1),
+                     "seconds": round(time.perf_counter() - start, 1)})
+        for folds in args.folds:
+            start = time.perf_counter()
+            hidden = given & ((given.long().cumsum(1) - 1) % folds == 0)
+            inferred = solve(given & ~hidden)
+            both = readings.clamp_min(1e-4).log() + log_inference(inferred)
+            rows.append({"model": final, "solve_sweeps": sweeps, "hidden": f"1 fold of {folds}",
+                         "blank_cells": percent(inferred.argmax(2) + 1 == solution, ~given),
+                         "hidden_givens_satnet": percent(inferred.argmax(2) + 1 == solution, hidden),
+                         "hidden_givens_reader": percent(readings.argmax(2) + 1 == solution, hidden),
+                         "hidden_givens_product": percent(both.argmax(2) + 1 == solution, hidden),
+                         "seconds": round(time.perf_counter() - start, 1)})
+        for row in rows[-1 - len(args.folds):]:
+            print(row, flush=True)
+    show_rows(rows, f"{B} dev boards, every given shown as its true digit", args.out)
+
+
+if __name__ == "__main__":
+    main()
