@@ -15,11 +15,12 @@ It reads the dev givens' true digits, so it reports and never decides a setting.
 """
 import argparse
 import time
+from dataclasses import replace
 
 import torch
 
 from common import show_rows
-from satground.boards.data import load_boards, onehot
+from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
 from satground.harness.stage import stage_device
@@ -27,6 +28,7 @@ from satground.readers.views import ReaderViews
 from satground.satnet import check_setup
 from satground.solver.check import log_inference
 from satground.solver.models import VisualSolver, load_solver
+from satground.solver.training import predict
 
 
 def percent(right: torch.Tensor, cells: torch.Tensor) -> float:
@@ -51,19 +53,18 @@ def main(argv=None):
     solution = load_boards(args.prepared, "dev", view="grounded").labels.long()
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
     B, C, K, given = len(dev), dev.n_cells, dev.n_digits, dev.is_input
-    truth = onehot(solution * given, K).reshape(B, C, K)
+    model = load_solver(f"{args.models}/{final}", boards=dev, kind="visual").to(device)
+    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
+    readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(B, C, K)
+
+    def solve(shown: torch.Tensor) -> torch.Tensor:
+        """SATNet's outputs (B, C, K) with the `shown` cells given as their true digits."""
+        return predict(model.solver, replace(dev, is_input=shown, labels=solution), batch_size,
+                       device).reshape(B, C, K)
+
     rows = []
     for sweeps in args.solve_sweeps or [params.satnet.solve_sweeps]:
-        model = load_solver(f"{args.models}/{final}", boards=dev, kind="visual", solve_sweeps=sweeps).to(device)
-        reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
-        readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(B, C, K)
-
-        def solve(shown: torch.Tensor) -> torch.Tensor:
-            return torch.cat([model.solver((truth[i:i + batch_size] * shown[i:i + batch_size, :, None])
-                                           .reshape(len(shown[i:i + batch_size]), -1).to(device),
-                                           shown[i:i + batch_size].to(device)).cpu()
-                              for i in range(0, B, batch_size)]).reshape(B, C, K)
-
+        model.solver.satnet.solve_sweeps = sweeps  # as load_solver(..., solve_sweeps=sweeps) sets it
         seed_everything(params.seed)
         start = time.perf_counter()
         right = solve(given).argmax(2) + 1 == solution
