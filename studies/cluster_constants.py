@@ -34,7 +34,7 @@ import platform
 import time
 from pathlib import Path
 
-from common import REPO, append_rows, markdown, read_rows, stage
+from common import REPO, append_rows, markdown, parse_setting, read_rows, stage
 
 DEFAULT, RESEED = "default", "reseed"
 
@@ -45,29 +45,6 @@ def cpu_name() -> str:
                 if ":" in line)
     info = {k.strip(): v.strip() for k, v in info.items()}
     return f"{info.get('model name', platform.machine())} (family {info.get('cpu family')}, model {info.get('model')})"
-
-
-def parse_change(text: str) -> dict:
-    """'a=1,augment.shift=0' -> {'a': 1, 'augment': {'shift': 0}} (values read as YAML)."""
-    import yaml
-
-    changes: dict = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set {text!r}: expected KEY=VALUE[,KEY=VALUE], KEY under cluster")
-        *path, last = key.strip().split(".")
-        node = changes
-        for name in path:
-            node = node.setdefault(name, {})
-        value = yaml.safe_load(value)
-        if isinstance(value, str):  # YAML reads 3e-3 as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        node[last] = value
-    return changes
 
 
 def cluster_settings(seed: int, changes: dict, reseed: bool):
@@ -175,7 +152,7 @@ def main(argv=None) -> None:
     if args.out is None:
         parser.error("--out is required to run")
     values = [(DEFAULT, {}, False)] + [(RESEED, {}, True)] * args.reseed
-    values += [(text, parse_change(text), False) for text in args.set]
+    values += [(text, parse_setting(text), False) for text in args.set]
     for _, changes, reseed in values:  # every value checked before the first fit
         cluster_settings(args.seeds[0], changes, reseed)
     done = {(row["seed"], row["value"]) for row in read_rows(args.out)} if args.out.is_file() else set()

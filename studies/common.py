@@ -86,6 +86,29 @@ def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 
 
+def parse_setting(text: str) -> dict:
+    """'a=1,augment.shift=0' -> {'a': 1, 'augment': {'shift': 0}} (values read as YAML)."""
+    import yaml  # here: a study that only prints a table starts fast
+
+    changes: dict = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {text!r}: expected KEY=VALUE[,KEY=VALUE], KEY under the section studied")
+        *path, last = key.strip().split(".")
+        node = changes
+        for name in path:
+            node = node.setdefault(name, {})
+        value = yaml.safe_load(value)
+        if isinstance(value, str):  # YAML reads 3e-3 as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        node[last] = value
+    return changes
+
+
 def read_rows(path: Path) -> list[dict]:
     """The records of a JSON-lines results file, blank lines skipped."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
