@@ -1,0 +1,70 @@
+"""The label-free screens of studies/ apply the rules their docstrings fix before the runs:
+cluster_constants (a value wins only below the default on both peer-conflict rates, on every
+seed, by more than the re-seed spread) and ground_settings (a differing permutation is flagged);
+both read their values through common.parse_setting."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+sys.path.insert(0, str(REPO / "studies"))  # the studies import `common` as their own folder's module
+
+
+def study(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_parse_setting_nests_dotted_keys_and_reads_numbers():
+    common = study("common")
+    assert common.parse_setting("confidence=0.7,augment.shift=0,cnn_lr=3e-3") == {
+        "confidence": 0.7, "augment": {"shift": 0}, "cnn_lr": 0.003}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        common.parse_setting("confidence")
+
+
+def rows(seed, default, reseed, value):
+    return [{"seed": seed, "value": name, "train_conflicts": t, "dev_conflicts": d,
+             "report_dev_accuracy": 0.98, "fit_seconds": 100.0}
+            for name, (t, d) in (("default", default), ("reseed", reseed), ("x=1", value))]
+
+
+@pytest.mark.parametrize("value_seed1, verdict", [
+    ((0.0030, 0.0020), "wins"),      # below the default by more than the re-seed spread on both rates
+    ((0.0030, 0.0049), "stands"),    # dev within the spread
+    ((0.0060, 0.0020), "stands"),    # train above the default
+])
+def test_cluster_constants_rule(tmp_path, value_seed1, verdict):
+    screen = study("cluster_constants")
+    path = tmp_path / "runs.jsonl"
+    common = study("common")
+    common.append_rows(path, rows(0, (0.0050, 0.0050), (0.0052, 0.0049), (0.0030, 0.0020))
+                       + rows(1, (0.0050, 0.0050), (0.0045, 0.0047), value_seed1))
+    line = next(l for l in screen.table(path).splitlines() if l.startswith("| x=1 "))
+    assert line.rstrip(" |").endswith(verdict)
+
+
+def test_cluster_constants_incomplete_without_every_seed(tmp_path):
+    screen = study("cluster_constants")
+    path = tmp_path / "runs.jsonl"
+    study("common").append_rows(path, rows(0, (0.005, 0.005), (0.005, 0.005), (0.001, 0.001))
+                                + rows(1, (0.005, 0.005), (0.005, 0.005), (0.001, 0.001))[:2])
+    line = next(l for l in screen.table(path).splitlines() if l.startswith("| x=1 "))
+    assert line.rstrip(" |").endswith("incomplete")
+
+
+def test_ground_settings_flags_another_permutation(tmp_path):
+    screen = study("ground_settings")
+    path = tmp_path / "runs.jsonl"
+    base = {"seed": 0, "val_blank_cells": 0.31, "margin": 0.026, "epochs_run": 2, "wall_seconds": 60}
+    study("common").append_rows(path, [{**base, "value": "default", "permutation": [1, 0, 2]},
+                                       {**base, "value": "a=1", "permutation": [1, 0, 2]},
+                                       {**base, "value": "b=2", "permutation": [0, 1, 2]}])
+    table = screen.table(path).splitlines()
+    assert "| a=1 | yes |" in next(l for l in table if "a=1" in l)
+    assert "| b=2 | **no** |" in next(l for l in table if "b=2" in l)
