@@ -29,12 +29,11 @@ appended to --out as they finish, value by value over the seeds; a rerun skips t
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 from pathlib import Path
 
-from common import REPO, append_rows, markdown, parse_setting, read_rows, stage
+from common import append_rows, markdown, read_rows, screen_arguments, stage
 
 DEFAULT, RESEED = "default", "reseed"
 
@@ -49,12 +48,16 @@ def cpu_name() -> str:
 
 def cluster_settings(seed: int, changes: dict, reseed: bool):
     """The default's cluster section at `seed` with `changes` laid over it, checked by the schema."""
+    from satground.harness.io import PipelineError
     from satground.harness.params import overlay, parse_params, schema_defaults
 
     values = overlay(schema_defaults(), {"seed": seed, "cluster": changes})
     if reseed:
         values["cluster"]["seed"] = seed + 1
-    return parse_params(values, f"--set {changes}").cluster
+    try:
+        return parse_params(values, f"--set {changes}").cluster
+    except PipelineError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def prepared_boards(seed: int, scratch: Path) -> Path:
@@ -137,22 +140,16 @@ def table(path: Path) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                        help="a value to screen (keys under cluster); repeat for more")
-    parser.add_argument("--reseed", action="store_true", help="also the default at clusterer seed + 1 (the noise floor)")
-    parser.add_argument("--scratch", type=Path, default=REPO / ".." / "scratch" / "cluster_constants")
-    parser.add_argument("--out", type=Path, help="JSON lines, appended")
-    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(args.table))
+    def inputs(parser):
+        parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+        parser.add_argument("--reseed", action="store_true",
+                            help="also the default at clusterer seed + 1 (the noise floor)")
+
+    args = screen_arguments(__doc__, "cluster", table, inputs, argv)
+    if args is None:
         return
-    if args.out is None:
-        parser.error("--out is required to run")
     values = [(DEFAULT, {}, False)] + [(RESEED, {}, True)] * args.reseed
-    values += [(text, parse_setting(text), False) for text in args.set]
+    values += [(text, changes, False) for text, changes in args.values]
     for _, changes, reseed in values:  # every value checked before the first fit
         cluster_settings(args.seeds[0], changes, reseed)
     done = {(row["seed"], row["value"]) for row in read_rows(args.out)} if args.out.is_file() else set()
@@ -162,7 +159,7 @@ def main(argv=None) -> None:
             if (seed, name) in done:
                 continue
             if seed not in data:
-                data[seed] = SeedData(seed, args.scratch.resolve())
+                data[seed] = SeedData(seed, args.scratch)
             row = screen(seed, data[seed], name, changes, reseed)
             append_rows(args.out, [row])
             print(f"seed {seed} {name}: conflicts train {row['train_conflicts']:.5f} dev "

@@ -86,6 +86,30 @@ def true_permutation(prepared: Path, lenet: Path) -> list[int]:
     return best_matching(clusters.numpy(), digits.numpy(), boards.n_digits, boards.n_digits).tolist()
 
 
+def screen_arguments(doc: str, section: str, table: Callable[[Path], str], extra: Callable,
+                     argv: list[str] | None = None) -> argparse.Namespace | None:
+    """The command line of a screen of settings: `extra(parser)`'s inputs, --set (a value of
+    `section` to screen, repeatable), --scratch and --out to run, or --table to print a results
+    file with `table(path)` (then None). args.values: [(text, changes)] read by parse_setting."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    extra(parser)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help=f"a value to screen (keys under {section}); repeat for more")
+    parser.add_argument("--scratch", type=Path, default=REPO.parent / "scratch" / section,
+                        help="the screen's working files")
+    parser.add_argument("--out", type=Path, help="JSON lines, appended")
+    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return None
+    if args.out is None:
+        parser.error("--out is required to run")
+    args.values = [(text, parse_setting(text)) for text in args.set]
+    args.scratch = args.scratch.resolve()
+    return args
+
+
 def parse_setting(text: str) -> dict:
     """'a=1,augment.shift=0' -> {'a': 1, 'augment': {'shift': 0}} (values read as YAML)."""
     import yaml  # here: a study that only prints a table starts fast

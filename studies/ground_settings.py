@@ -23,23 +23,32 @@ that hands on another permutation on some seed is rejected if its `val_blank_cel
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
-from common import WORKSPACE, append_rows, markdown, parse_setting, read_rows, stage
+from common import WORKSPACE, append_rows, markdown, read_rows, screen_arguments, stage
 
 DEFAULT = "default"
+
+
+def ground_params(run_dir: Path, name: str, changes: dict) -> tuple[dict, object]:
+    """The workspace's params with `changes` under ground: (the values, the checked params)."""
+    from satground.harness.io import PipelineError
+    from satground.harness.params import overlay, parse_params, read_yaml
+
+    values = overlay(read_yaml(run_dir / "params.yaml"), {"ground": changes})
+    try:
+        return values, parse_params(values, f"--set {name}")
+    except PipelineError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def run_ground(run_dir: Path, scratch: Path, name: str, changes: dict) -> dict:
     """stages/ground.py on the workspace's boards and classifier with `changes` under ground."""
     import yaml
-    from satground.harness.params import overlay, parse_params, read_yaml
 
-    values = overlay(read_yaml(run_dir / "params.yaml"), {"ground": changes})
-    params = parse_params(values, f"--set {name}")
+    values, params = ground_params(run_dir, name, changes)
     folder = scratch / f"seed{params.seed}" / name.replace("=", "_").replace(",", "+")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(values))
@@ -75,23 +84,22 @@ def table(path: Path) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run-dir", type=Path, nargs="+", help="finished `dvc repro` workspaces, one a seed")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                        help="a value to screen (keys under ground); repeat for more")
-    parser.add_argument("--scratch", type=Path, default=Path("../scratch/ground_settings"))
-    parser.add_argument("--out", type=Path, help="JSON lines, appended")
-    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(args.table))
+    def inputs(parser):
+        parser.add_argument("--run-dir", type=Path, nargs="+", default=[],
+                            help="finished `dvc repro` workspaces, one a seed")
+
+    args = screen_arguments(__doc__, "ground", table, inputs, argv)
+    if args is None:
         return
-    if not args.run_dir or args.out is None:
-        parser.error("--run-dir and --out are required to run")
-    values = [(DEFAULT, {})] + [(text, parse_setting(text)) for text in args.set]
+    if not args.run_dir:
+        raise SystemExit("ground_settings.py: --run-dir is required to run")
+    values = [(DEFAULT, {})] + args.values
+    for run_dir in args.run_dir:  # every value checked before the first run
+        for name, changes in values:
+            ground_params(run_dir, name, changes)
     for run_dir in args.run_dir:
         for name, changes in values:
-            row = run_ground(run_dir.resolve(), args.scratch.resolve(), name, changes)
+            row = run_ground(run_dir.resolve(), args.scratch, name, changes)
             append_rows(args.out, [row])
             print(f"seed {row['seed']} {name}: permutation {row['permutation']}, val blank cells "
                   f"{row['val_blank_cells']:.4f}, margin {row['margin']:.4f}, {row['epochs_run']} epochs, "
