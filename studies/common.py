@@ -44,14 +44,22 @@ def run_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
     """The command line of a study that scores a finished run: --run-dir and --out to run, or
     --table to print a results file with `table(path)` (then None)."""
     parser.add_argument("--run-dir", type=Path, help="a finished `dvc repro` workspace")
+    args = results_arguments(parser, table, argv)
+    if args is not None and (args.run_dir is None or args.out is None):
+        parser.error("--run-dir and --out are required to run")
+    return args
+
+
+def results_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
+                      argv: list[str] | None) -> argparse.Namespace | None:
+    """--out (JSON lines, appended) added to `parser`, and --table: print a results file with
+    `table(path)` and return None; otherwise the parsed arguments."""
     parser.add_argument("--out", type=Path, help="JSON lines, appended")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
         return None
-    if args.run_dir is None or args.out is None:
-        parser.error("--run-dir and --out are required to run")
     return args
 
 
@@ -97,11 +105,8 @@ def screen_arguments(doc: str, section: str, table: Callable[[Path], str], extra
                         help=f"a value to screen (keys under {section}); repeat for more")
     parser.add_argument("--scratch", type=Path, default=REPO.parent / "scratch" / section,
                         help="the screen's working files")
-    parser.add_argument("--out", type=Path, help="JSON lines, appended")
-    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(args.table))
+    args = results_arguments(parser, table, argv)
+    if args is None:
         return None
     if args.out is None:
         parser.error("--out is required to run")
