@@ -93,13 +93,16 @@ class SeedData:
 def screen(seed: int, data: SeedData, name: str, changes: dict, reseed: bool) -> dict:
     """Fit the clusterer of one value on one seed's training images, as stages/cluster.py does;
     its row of rates."""
+    import torch
     from satground.boards.metrics import cluster_report, peer_conflict_rate
     from satground.clustering import CLUSTERERS
 
     cfg = cluster_settings(seed, changes, reseed)
+    threads = torch.get_num_threads()
     start = time.perf_counter()
     clusterer = CLUSTERERS[cfg.method].from_settings(data.train_images, data.K, cfg.seed, cfg)
     seconds = time.perf_counter() - start
+    torch.set_num_threads(threads)  # the fit leaves torch on one thread: the next fit's nets would train one by one
     dev_clusters = clusterer.assign(data.dev_images)
     return {"seed": seed, "value": name, "changes": changes, "cluster_seed": cfg.seed,
             "train_conflicts": peer_conflict_rate(clusterer.assign(data.train_images), data.train_links),
@@ -124,7 +127,8 @@ def table(path: Path) -> str:
                 cells.append("-")
                 complete = False
                 continue
-            seconds.append(row["fit_seconds"])
+            if row["fit_seconds"] is not None:  # None: timed with the nets one by one (fixed since)
+                seconds.append(row["fit_seconds"])
             parts = []
             for rate in ("train_conflicts", "dev_conflicts"):
                 spread = abs(base[rate] - noise[rate]) if noise else 0.0
@@ -133,7 +137,7 @@ def table(path: Path) -> str:
             cells.append(f"{' / '.join(parts)} ({100 * row['report_dev_accuracy']:.2f})")
         verdict = "" if name in (DEFAULT, RESEED) else ("wins" if wins and complete else
                                                          "stands" if complete else "incomplete")
-        lines.append([name, *cells, f"{sum(seconds) / max(len(seconds), 1):.0f}", verdict])
+        lines.append([name, *cells, f"{sum(seconds) / len(seconds):.0f}" if seconds else "-", verdict])
     header = ["value", *[f"seed {s}: conflicts x 1e4 train / dev (dev accuracy %, report only)" for s in seeds],
               "fit s, mean", "the default"]
     return markdown(header, lines)
