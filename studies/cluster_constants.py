@@ -93,16 +93,13 @@ class SeedData:
 def screen(seed: int, data: SeedData, name: str, changes: dict, reseed: bool) -> dict:
     """Fit the clusterer of one value on one seed's training images, as stages/cluster.py does;
     its row of rates."""
-    import torch
     from satground.boards.metrics import cluster_report, peer_conflict_rate
     from satground.clustering import CLUSTERERS
 
     cfg = cluster_settings(seed, changes, reseed)
-    threads = torch.get_num_threads()
     start = time.perf_counter()
     clusterer = CLUSTERERS[cfg.method].from_settings(data.train_images, data.K, cfg.seed, cfg)
     seconds = time.perf_counter() - start
-    torch.set_num_threads(threads)  # the fit leaves torch on one thread: the next fit's nets would train one by one
     dev_clusters = clusterer.assign(data.dev_images)
     return {"seed": seed, "value": name, "changes": changes, "cluster_seed": cfg.seed,
             "train_conflicts": peer_conflict_rate(clusterer.assign(data.train_images), data.train_links),

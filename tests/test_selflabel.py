@@ -62,8 +62,17 @@ def test_beats_chance_on_held_out_zeros_and_ones(fitted, zeros_and_ones):
 
 
 def test_same_seed_same_model(fitted, zeros_and_ones):
+    """The same clusters again, and the caller's torch thread count given back (the fit trains
+    its nets one per thread: a later fit in the process, such as a restart, would otherwise see
+    one thread and train its nets one by one)."""
     (x, _), (xt, _) = zeros_and_ones
-    again = SelfLabelClusterer.fit(x, 2, seed=3, cfg=FAST)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        again = SelfLabelClusterer.fit(x, 2, seed=3, cfg=FAST)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
     assert torch.equal(again.assign(xt), fitted.assign(xt))
     a, b = again.checkpoint()["state_dict"], fitted.checkpoint()["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -75,47 +75,50 @@ class SelfLabelClusterer:
             raise ValueError("umap_runs, n_nets, rounds and cnn_epochs must each be at least 1")
         workers = torch.get_num_threads()  # the CNNs train side by side, each on one thread
         torch.set_num_threads(1)
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
-        x = deskew(images)
-        pixels = x.reshape(len(x), -1).numpy()
+        try:
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            x = deskew(images)
+            pixels = x.reshape(len(x), -1).numpy()
 
-        # Step 2: several embeddings vote; the first run's cluster numbers are the reference.
-        runs = []
-        for r in range(cfg.umap_runs):
-            labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, cfg.pca_components,
-                                       cfg.n_neighbors, cfg.umap_dim)
-            # relabel each later run to its best match with the first
-            runs.append(labels if not runs else best_matching(labels, runs[0], n_clusters, n_clusters)[labels])
-        votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
-        target = torch.from_numpy(votes.argmax(1).astype(np.int64))
-        agreed = torch.from_numpy(votes.max(1) >= math.ceil(cfg.min_agreement * cfg.umap_runs - 1e-9))
-        train_idx = torch.nonzero(agreed).squeeze(1)
+            # Step 2: several embeddings vote; the first run's cluster numbers are the reference.
+            runs = []
+            for r in range(cfg.umap_runs):
+                labels = manifold_clusters(pixels, n_clusters, seed * 1000 + r, cfg.pca_components,
+                                           cfg.n_neighbors, cfg.umap_dim)
+                # relabel each later run to its best match with the first
+                runs.append(labels if not runs else best_matching(labels, runs[0], n_clusters, n_clusters)[labels])
+            votes = np.stack([(np.stack(runs) == k).sum(0) for k in range(n_clusters)], 1)
+            target = torch.from_numpy(votes.argmax(1).astype(np.int64))
+            agreed = torch.from_numpy(votes.max(1) >= math.ceil(cfg.min_agreement * cfg.umap_runs - 1e-9))
+            train_idx = torch.nonzero(agreed).squeeze(1)
 
-        # Step 3: each net starts from its own seed and sees its own augmentation draws. Later
-        # rounds retrain on the previous ensemble's argmax where its mean probability is at least
-        # `confidence`: the ensemble's labels are cleaner than the embedding's.
-        for rnd in range(cfg.rounds):
-            if rnd > 0:
-                probs = mean_softmax(nets, x, n_clusters)
-                conf, target = probs.max(dim=1)
-                train_idx = torch.nonzero(conf >= cfg.confidence).squeeze(1)
-                if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
-                    train_idx = torch.arange(len(x))
-            nets = train_digit_cnns(x, target, train_idx, n_clusters,
-                                    [seed * 1000 + 100 * (rnd + 1) + m for m in range(cfg.n_nets)],
-                                    cfg.cnn_epochs, workers, batch_size=cfg.cnn_batch_size, lr=cfg.cnn_lr,
-                                    rotation=cfg.augment.rotation, scale=cfg.augment.scale,
-                                    shift=cfg.augment.shift, width=cfg.cnn_width,
-                                    feature_dim=cfg.cnn_features)
-        config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": cfg.umap_runs,
-                  "min_agreement": cfg.min_agreement, "n_components": cfg.pca_components,
-                  "n_neighbors": cfg.n_neighbors, "umap_dim": cfg.umap_dim, "n_nets": cfg.n_nets,
-                  "epochs": cfg.cnn_epochs, "batch_size": cfg.cnn_batch_size, "lr": cfg.cnn_lr,
-                  "rotation": cfg.augment.rotation, "scale": cfg.augment.scale,
-                  "shift": cfg.augment.shift, "width": cfg.cnn_width, "feature_dim": cfg.cnn_features,
-                  "rounds": cfg.rounds, "confidence": cfg.confidence}
+            # Step 3: each net starts from its own seed and sees its own augmentation draws. Later
+            # rounds retrain on the previous ensemble's argmax where its mean probability is at least
+            # `confidence`: the ensemble's labels are cleaner than the embedding's.
+            for rnd in range(cfg.rounds):
+                if rnd > 0:
+                    probs = mean_softmax(nets, x, n_clusters)
+                    conf, target = probs.max(dim=1)
+                    train_idx = torch.nonzero(conf >= cfg.confidence).squeeze(1)
+                    if len(train_idx) < 2 * n_clusters:  # threshold above nearly every image: keep all
+                        train_idx = torch.arange(len(x))
+                nets = train_digit_cnns(x, target, train_idx, n_clusters,
+                                        [seed * 1000 + 100 * (rnd + 1) + m for m in range(cfg.n_nets)],
+                                        cfg.cnn_epochs, workers, batch_size=cfg.cnn_batch_size, lr=cfg.cnn_lr,
+                                        rotation=cfg.augment.rotation, scale=cfg.augment.scale,
+                                        shift=cfg.augment.shift, width=cfg.cnn_width,
+                                        feature_dim=cfg.cnn_features)
+            config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": cfg.umap_runs,
+                      "min_agreement": cfg.min_agreement, "n_components": cfg.pca_components,
+                      "n_neighbors": cfg.n_neighbors, "umap_dim": cfg.umap_dim, "n_nets": cfg.n_nets,
+                      "epochs": cfg.cnn_epochs, "batch_size": cfg.cnn_batch_size, "lr": cfg.cnn_lr,
+                      "rotation": cfg.augment.rotation, "scale": cfg.augment.scale,
+                      "shift": cfg.augment.shift, "width": cfg.cnn_width, "feature_dim": cfg.cnn_features,
+                      "rounds": cfg.rounds, "confidence": cfg.confidence}
+        finally:  # the caller's thread count back: a later fit in the process trains its nets side by side too
+            torch.set_num_threads(workers)
         return cls(config, nets)
 
     @classmethod
