@@ -1,16 +1,14 @@
 """The benchmarks' own measuring pieces: the cores' peak micro-benchmark builds for each target
 and times the instructions that target has (the roofline in satnet_speed.py stands on it)."""
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
 from satground.satnet import cpu
+from script_import import script
 from test_kernel_builds import runs_here
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import core_peak  # noqa: E402
+core_peak = script("benchmarks", "core_peak")
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -27,7 +25,7 @@ def test_core_peak_times_the_instructions_the_build_has():
 def test_gemm_precision_prints_each_gemm_and_the_whole_call(capsys):
     """benchmarks/gemm_precision.py: the three GEMMs in fp32 and bf16, their error against fp64
     (bf16's far above fp32's), and the layer's call with each."""
-    import gemm_precision
+    gemm_precision = script("benchmarks", "gemm_precision")
     gemm_precision.main(["--batch", "2", "--sweeps", "2", "--repeats", "1", "--precision", "fp32"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "GEMM |" not in line]

@@ -2,22 +2,13 @@
 cluster_constants (a value wins only below the default on both peer-conflict rates, on every
 seed, by more than the re-seed spread) and ground_settings (a differing permutation is flagged);
 both read their values through common.parse_setting."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-
-sys.path.insert(0, str(REPO / "studies"))  # the studies import `common` as their own folder's module
+from script_import import script
 
 
 def study(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("studies", name)
 
 
 def test_parse_setting_nests_dotted_keys_and_reads_numbers():
