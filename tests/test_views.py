@@ -105,3 +105,15 @@ def test_views_must_be_a_known_count():
     with pytest.raises(PipelineError, match="evaluate.views"):
         parse_params({"evaluate": {"views": 3}})
     assert parse_params(compose("paper")).evaluate.views == 1  # the paper's reading
+
+
+@pytest.mark.parametrize("lenet", [False, True])
+def test_readers_compute_on_their_inputs_device(lenet):
+    """deskew, the views and a reader build their grids on the images' device (a CUDA run of the
+    default once failed in ground: deskew's grids stayed on the CPU). The meta device stands in
+    for a GPU: a tensor made on the CPU beside a meta one is refused as on CUDA."""
+    images = torch.zeros(3, 28, 28, dtype=torch.uint8, device="meta")
+    assert deskew(images).device.type == "meta"
+    assert view(torch.zeros(3, 1, 28, 28, device="meta"), 6.0, 1, 0).device.type == "meta"
+    reader = DigitReader(9, 2, lenet=lenet).to("meta")
+    assert ReaderViews(reader, 7)(images).shape == (3, 9)

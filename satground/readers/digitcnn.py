@@ -25,8 +25,8 @@ def deskew(images: torch.Tensor) -> torch.Tensor:
     if images.dtype == torch.uint8:
         x = x / 255.0
     n, h, w = x.shape
-    rows = torch.arange(h, dtype=torch.float32).view(1, h, 1)
-    cols = torch.arange(w, dtype=torch.float32).view(1, 1, w)
+    rows = torch.arange(h, dtype=torch.float32, device=x.device).view(1, h, 1)
+    cols = torch.arange(w, dtype=torch.float32, device=x.device).view(1, 1, w)
     mass = x.sum(dim=(1, 2)).clamp_min(1e-8)
     mr = (x * rows).sum(dim=(1, 2)) / mass
     mc = (x * cols).sum(dim=(1, 2)) / mass
@@ -37,7 +37,7 @@ def deskew(images: torch.Tensor) -> torch.Tensor:
     # Input column = output column + alpha * (output row - centre) + column shift, so the shear
     # straightens the slant and the shifts move the centre of mass to the image centre.
     cr, cc = (h - 1) / 2, (w - 1) / 2
-    theta = torch.zeros(n, 2, 3)
+    theta = torch.zeros(n, 2, 3, device=x.device)
     theta[:, 0, 0] = 1.0
     theta[:, 0, 1] = alpha * cr / cc
     theta[:, 0, 2] = (mc - cc) / cc
@@ -59,7 +59,7 @@ def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale:
     cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
     theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
                          torch.stack([sin, cos, move[:, 1]], 1)], 1)
-    grid = F.affine_grid(theta, x.shape, align_corners=False)
+    grid = F.affine_grid(theta.to(x.device), x.shape, align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 
 
@@ -135,7 +135,7 @@ def train_digit_cnns(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Ten
 @torch.no_grad()
 def mean_softmax(nets, x: torch.Tensor, n_classes: int) -> torch.Tensor:
     """(N, K) average of the nets' softmax on deskewed images x (N, 1, 28, 28), in eval mode."""
-    total = torch.zeros(len(x), n_classes)
+    total = torch.zeros(len(x), n_classes, device=x.device)
     for net in nets:
         net.eval()
         for i in range(0, len(x), 1024):
@@ -208,12 +208,13 @@ class DigitReader(nn.Module):
     @torch.no_grad()
     def features(self, images: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
         """uint8 images (N, 28, 28) -> (N, n_nets * feature_dim): each net's body in eval mode,
-        side by side; what `heads()` reads."""
+        side by side, read on the reader's device and returned on the CPU (as lenet.outputs
+        returns readings); what `heads()` reads."""
         if self.lenet is not None:
             raise ValueError("a reader that holds a LeNet has no heads-only form")
-        x = deskew(images)
+        x = deskew(images.to(next(self.parameters()).device))
         return torch.cat([torch.cat([net.body(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
-                          for net in self.nets], 1)
+                          for net in self.nets], 1).cpu()
 
     def heads(self) -> "ReaderHeads":
         """The nets' output layers alone, reading `features` (shared: training them trains the reader)."""

@@ -35,7 +35,7 @@ def view(x: torch.Tensor, degrees: float, right: int, down: int) -> torch.Tensor
     a = math.radians(degrees)
     # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / size wide
     theta = torch.tensor([[math.cos(a), -math.sin(a), -2.0 * right / w],
-                          [math.sin(a), math.cos(a), -2.0 * down / h]], dtype=x.dtype)
+                          [math.sin(a), math.cos(a), -2.0 * down / h]], dtype=x.dtype, device=x.device)
     grid = F.affine_grid(theta.expand(b, 2, 3), list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 
