@@ -27,6 +27,7 @@ from satground.readers.lenet import LeNet, distill_epoch
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching
 from satground.harness.params import compose
+from script_import import script
 from stage_commands import declared, four_by_four
 
 REPO = Path(__file__).resolve().parents[1]
@@ -424,9 +425,7 @@ def test_the_reader_ceiling_study_scores_the_stages_pseudo_labels_and_an_oracle_
     """studies/reader_ceiling.py (report only) remakes round 1's pseudo-labels as the stage draws
     them, trains the stage's reader on the training images' true digits instead, and puts it in
     front of the run's final SATNet, unchanged, for dev_choices to score."""
-    spec = importlib.util.spec_from_file_location("reader_ceiling", REPO / "studies" / "reader_ceiling.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("studies", "reader_ceiling")
     # enough epochs for 48 training images: the stage's fixture reader takes two optimiser steps
     (tmp_path / "p.yaml").write_text(yaml.safe_dump({**PARAMS, "reread": {**PARAMS["reread"], "epochs": 40}}))
     module.main(["--params", str(tmp_path / "p.yaml"), "--prepared", "data/prepared", "--models", "models",
