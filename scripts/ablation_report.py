@@ -40,7 +40,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from satground.harness.io import PipelineError, atomic_write, save_figure  # noqa: E402
-from satground.harness.params import flat_keys, known_keys, overlay, schema_defaults  # noqa: E402
+from satground.harness.params import defaults_of_a_record, flat_keys, known_keys, overlay  # noqa: E402
 from satground.harness.records import read_record  # noqa: E402
 
 
@@ -126,10 +126,11 @@ def rows(show: list, sweep: str, keys: list, workspace_point: bool = True) -> li
 def record_row(folder: Path) -> dict:
     """A kept record as one exp_show-shaped row: its params by 'section.key' and every stage's
     metrics.json merged (metric names are unique across stages). A key added to the schema after the
-    record was kept takes its schema default: an addition defaults to the behaviour before it, so a
-    record without `reread.round_satnet` ran what `fresh` names."""
+    record was kept takes its first default: an addition defaults to the behaviour before it, so a
+    record without `reread.round_satnet` ran what `fresh` names, and one without `reread.width` ran
+    32 (params.FIRST_DEFAULTS), whatever the default is now."""
     record = read_record(folder)
-    params = overlay(schema_defaults(), record.params)
+    params = overlay(defaults_of_a_record(), record.params)
     row = {"Experiment": folder.name, "typ": "branch_commit", "State": "Success"}
     for key in flat_keys(params):
         value = params

@@ -139,6 +139,19 @@ def test_a_record_kept_before_a_key_existed_runs_that_keys_default(tmp_path):
     assert names(report.rows([report.record_row(f) for f in (older, newer)], "seeds", keys)) == ["seed0"]
 
 
+def test_a_record_kept_before_a_key_existed_runs_its_first_default_not_todays(tmp_path):
+    """`reread.width` came in at 32 and became 16: a record without the key ran 32, so it is a seed
+    of a record at 32 and not of one at 16."""
+    older = record(tmp_path / "seed0", 0, 0.6)
+    newer = record(tmp_path / "seed1", 1, 0.8)
+    params = yaml.safe_load((newer / "params.yaml").read_text())
+    keys = KEYS + ["reread.width"]
+    for width, seeds in ((32, ["seed0", "seed1"]), (16, ["seed0"])):
+        params["reread"] = {"width": width}
+        (newer / "params.yaml").write_text(yaml.safe_dump(params))
+        assert names(report.rows([report.record_row(f) for f in (older, newer)], "seeds", keys)) == seeds
+
+
 def test_seeds_table_gives_the_times_of_timed_records_on_one_machine(tmp_path):
     folders = [record(tmp_path / f"seed{seed}", seed, 0.6) for seed in range(3)]
     for folder, seconds in zip(folders, (1800, 1680, 1920)):

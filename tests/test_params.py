@@ -15,7 +15,7 @@ from satground.solver.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.harness.io import PipelineError
 from satground.solver.losses import APPROXMAX, LOSSES
 from satground.harness.params import (DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, SEED_MAX, SEEDED_SECTIONS,
-                                      Augment, Params, compose, schema_defaults,
+                                      FIRST_DEFAULTS, Augment, Params, compose, defaults_of_a_record, schema_defaults,
                                       flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,6 +34,16 @@ def test_one_default_the_schemas_is_the_committed_run():
     assert compose(DEFAULT_PROFILE)["data"]["board_size"] == 3
     assert compose("4x4")["data"]["board_size"] == 2
     assert not (PROFILES / f"{DEFAULT_PROFILE}.yaml").exists()
+
+
+def test_first_defaults_name_schema_keys_whose_default_has_changed():
+    """FIRST_DEFAULTS holds only keys of the schema, each with a first default other than today's
+    (else a record without the key runs today's default, as it should)."""
+    today = schema_defaults()
+    for section, keys in FIRST_DEFAULTS.items():
+        for key, first in keys.items():
+            assert key in today[section] and today[section][key] != first, f"{section}.{key}"
+    assert defaults_of_a_record()["reread"]["width"] == 32 != schema_defaults()["reread"]["width"]
 
 
 def test_stage_seeds_follow_the_top_level_seed_unless_set():
@@ -109,7 +119,7 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
      "'train.decay_epochs' (5) exceeds 'reread.round_epochs' (2), the rounds' SATNet epochs"),
     ("reread:\n  rounds: 2\n  round_satnet: keep\n  round_inputs: labels\n",
      "'reread.round_inputs: labels' trains the round's SATNet on the pseudo-labels"),
-    ("reread:\n  reader: lenet\n  width: 16\n", "'reread.width' sizes the cnn reader's CNNs, so it needs"),
+    ("reread:\n  reader: lenet\n  width: 32\n", "'reread.width' sizes the cnn reader's CNNs, so it needs"),
     ("reread:\n  reader: lenet\n  keep_classifier: true\n",
      "'reread.keep_classifier' needs 'reread.reader: cnn', got 'lenet'"),
     ("satnet:\n  lr: .nan\n", "'satnet.lr' must be a finite number"),

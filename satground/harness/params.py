@@ -335,7 +335,7 @@ class Reread:
     passes: int = knob(1, "passes over the training boards, each releasing other givens", low=1)
     epochs: int = knob(20, "the reader's training epochs", low=1)
     nets: int = knob(3, "cnn: CNNs in the ensemble", low=1, high=10)
-    width: int = knob(32, "cnn: channels of each CNN's first conv block, twice as many in the next "
+    width: int = knob(16, "cnn: channels of each CNN's first conv block, twice as many in the next "
                       "two (ours: the reader's capacity)", low=4, high=256)
     reader_lr: float = lr_knob(1.0e-3, "the reader's Adam learning rate")
     reader_batch_size: int = knob(128, "the reader's batch size (images)", low=2)
@@ -372,7 +372,7 @@ class Reread:
                 "augment": dataclasses.asdict(self.augment), "width": self.width}
 
     def check(self, where: str) -> None:
-        if self.width != 32 and self.reader != "cnn":
+        if self.width != Reread.width and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.width' sizes the cnn reader's CNNs, so it needs "
                                 f"'reread.reader: cnn', got {self.reader!r}")
         if self.keep_classifier and self.reader != "cnn":
@@ -708,6 +708,17 @@ def schema_defaults(kind=Params) -> dict:
     hints = _hints(kind)
     return {f.name: schema_defaults(hints[f.name]) if _is_section(hints[f.name]) else f.default
             for f in fields(kind)}
+
+
+# Keys whose default changed after they were added: the first default, which a run kept before the
+# key existed ran (its params.yaml lacks the key). A key whose default never changed is absent here.
+FIRST_DEFAULTS = {"reread": {"width": 32}}
+
+
+def defaults_of_a_record() -> dict:
+    """The value of every key for a kept run's params.yaml to be laid over: the schema's defaults,
+    but a key's first default where it has changed since, for a record that predates the key."""
+    return overlay(schema_defaults(), FIRST_DEFAULTS)
 
 
 def overlay(base: dict, changes: dict) -> dict:
