@@ -14,7 +14,8 @@ from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.boards.sudoku import generate_puzzles
 from satground.harness.params import Reread
 
-READER = Reread().reader_training()  # the schema's reader rate, batch and augmentation
+READER = Reread().reader_training()  # the schema's reader rate, batch and augmentation (and the cnn's width)
+LENET = Reread(reader="lenet").reader_training()  # the same without a width, which sizes the cnn alone
 
 K = 4
 torch.set_num_threads(1)
@@ -112,7 +113,8 @@ def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_f
         images[i] = np.maximum(images[i], shapes[d])
     images, labels = torch.from_numpy(images), torch.from_numpy(digits).long()
     for kind in ("cnn", "lenet"):
-        reader = train_reader(kind, images, labels, K, epochs=20, nets=2, seed=0, **READER)
+        reader = train_reader(kind, images, labels, K, epochs=20, nets=2, seed=0,
+                              **(READER if kind == "cnn" else LENET))
         assert (reader(images).argmax(1) == labels).float().mean() >= 0.95, kind
     model = VisualSolver(reader if isinstance(reader, DigitReader) else
                          train_reader("cnn", images, labels, K, 8, 2, 0, **READER), SymbolicSolver(2, 8, 2))
@@ -148,7 +150,7 @@ def test_a_reader_that_keeps_the_classifier_averages_both_and_saves_them(tmp_pat
     with torch.no_grad():
         assert torch.allclose(again(images), kept(images), atol=1e-6)
     with pytest.raises(ValueError, match="only a cnn reader keeps the classifier"):
-        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier, **READER)
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, keep=classifier, **LENET)
 
 
 def test_the_reader_width_sizes_every_cnn_and_survives_the_solver_file(tmp_path):
@@ -166,7 +168,7 @@ def test_the_reader_width_sizes_every_cnn_and_survives_the_solver_file(tmp_path)
     with torch.no_grad():
         assert torch.equal(again(images), reader(images))
     with pytest.raises(ValueError, match="width"):
-        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, **{**READER, "width": 8})
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, **{**LENET, "width": 8})
 
 
 def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():

@@ -367,9 +367,11 @@ class Reread:
         return train_epochs if self.round_epochs is None else self.round_epochs
 
     def reader_training(self) -> dict:
-        """solver.reread.train_reader's settings: lr, batch_size, augment, and the cnn's width."""
+        """solver.reread.train_reader's settings: lr, batch_size, augment, and the cnn's width (for
+        the cnn reader alone: the width sizes nothing else)."""
+        width = {"width": self.width} if self.reader == "cnn" else {}
         return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
-                "augment": dataclasses.asdict(self.augment), "width": self.width}
+                "augment": dataclasses.asdict(self.augment), **width}
 
     def check(self, where: str) -> None:
         if self.width != Reread.width and self.reader != "cnn":
