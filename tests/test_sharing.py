@@ -134,7 +134,21 @@ def test_git_holds_the_committed_runs_metrics_objects():
             md5 = lock_md5(committed_lock, stage, f"metrics/{stage}/metrics.json")
             wanted[f".dvc/cache/files/md5/{md5[:2]}/{md5[2:]}"] = md5
     missing = sorted(set(wanted) - tracked)
-    assert not missing, f"after committing a new dvc.lock: git add -f {' '.join(missing)}"
+    assert not missing, (f"after committing a new dvc.lock: git add -f {' '.join(missing)} "
+                         "(scripts/adopt_run.py CLONE stages the lock with its objects)")
     for path, md5 in wanted.items():
         assert hashlib.md5(git("show", f"HEAD:{path}").stdout).hexdigest() == md5, path
     assert all(path.startswith(".dvc/cache/files/md5/") for path in tracked), tracked
+
+
+def test_adopting_a_run_whose_objects_are_missing_stops_before_copying(tmp_path):
+    """scripts/adopt_run.py copies a clone's dvc.lock only with every metrics object it names."""
+    repo = Path(__file__).resolve().parent.parent
+    lock = (repo / "dvc.lock").read_bytes()
+    (tmp_path / "dvc.lock").write_bytes(lock)
+    result = subprocess.run([sys.executable, str(repo / "scripts" / "adopt_run.py"), str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "lacks the cache object .dvc/cache/files/md5/" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (repo / "dvc.lock").read_bytes() == lock
