@@ -55,11 +55,11 @@ def run(run_dir: Path, out: Path, only: list[str] | None = None) -> None:
     candidates = [("as trained", "-", lambda: model.classifier)]
     candidates += [(source, kind, lambda s=source, k=kind: train_reader(
         k, train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed,
-        **cfg.reader_training()))
+        **cfg.reader_training(k)))
         for source in labels for kind in ("lenet", "cnn")]
     candidates += [(source, "cnn+trained", lambda s=source: train_reader(
         "cnn", train.images[pool], labels[s], train.n_digits, cfg.epochs, cfg.nets, cfg.seed,
-        keep=model.classifier, **cfg.reader_training())) for source in ("own", "reread")]
+        keep=model.classifier, **cfg.reader_training("cnn"))) for source in ("own", "reread")]
     for source, kind, make in candidates:
         if only and f"{source}:{kind}" not in only:
             continue

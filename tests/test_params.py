@@ -15,8 +15,9 @@ from satground.solver.grounding import ASSIGNMENTS, PERMUTATION_SOURCES
 from satground.harness.io import PipelineError
 from satground.solver.losses import APPROXMAX, LOSSES
 from satground.harness.params import (DEFAULT_PROFILE, PROFILES, RULE_READING_CLUSTERERS, SEED_MAX, SEEDED_SECTIONS,
-                                      FIRST_DEFAULTS, Augment, Params, compose, defaults_of_a_record, schema_defaults,
-                                      flat_keys, known_keys, load_params, params_text, parse_params, profile_names)
+                                      FIRST_DEFAULTS, Augment, Params, Reread, compose, defaults_of_a_record,
+                                      schema_defaults, flat_keys, known_keys, load_params, params_text, parse_params,
+                                      profile_names)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -223,3 +224,13 @@ def test_no_stage_script_reads_a_parameter_or_default_of_its_own():
     for script in (REPO / "stages").glob("*.py"):
         text = script.read_text()
         assert "param(" not in text and "params[" not in text, script
+
+
+def test_the_readers_training_settings_carry_the_width_to_a_cnn_reader_alone():
+    """reread.width sizes the cnn reader's CNNs; a lenet reader trained beside it (a study's
+    candidates) takes the same rate, batch and augmentation without the width."""
+    cfg = Reread(width=16)
+    assert cfg.reader_training()["width"] == 16
+    assert "width" not in cfg.reader_training("lenet")
+    assert {k: v for k, v in cfg.reader_training().items() if k != "width"} == cfg.reader_training("lenet")
+    assert Reread(reader="lenet").reader_training("cnn")["width"] == Reread.width

@@ -15,7 +15,7 @@ from satground.boards.sudoku import generate_puzzles
 from satground.harness.params import Reread
 
 READER = Reread().reader_training()  # the schema's reader rate, batch and augmentation (and the cnn's width)
-LENET = Reread(reader="lenet").reader_training()  # the same without a width, which sizes the cnn alone
+LENET = Reread().reader_training("lenet")  # the same without a width, which sizes the cnn alone
 
 K = 4
 torch.set_num_threads(1)

@@ -366,10 +366,10 @@ class Reread:
             return 0
         return train_epochs if self.round_epochs is None else self.round_epochs
 
-    def reader_training(self) -> dict:
-        """solver.reread.train_reader's settings: lr, batch_size, augment, and the cnn's width (for
-        the cnn reader alone: the width sizes nothing else)."""
-        width = {"width": self.width} if self.reader == "cnn" else {}
+    def reader_training(self, kind: str | None = None) -> dict:
+        """solver.reread.train_reader's settings for a `kind` reader (default: `reader`): lr,
+        batch_size, augment, and for a cnn reader alone its width (the width sizes nothing else)."""
+        width = {"width": self.width} if (kind or self.reader) == "cnn" else {}
         return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
                 "augment": dataclasses.asdict(self.augment), **width}
 
