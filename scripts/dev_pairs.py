@@ -19,8 +19,10 @@ import pandas as pd
 from satground.harness.io import PipelineError
 from satground.harness.records import read_record
 
-ROWS = {("solver_reread", 7): "EBR, final (re-read, 7 views, check)",
-        ("solver", 1): "EBR, as trained (1 view)"}
+# (model, views, check folds) -> criterion. The as-trained row is the model as the test's as-trained
+# row scores it, without SATNet's check: the check repairs misread givens and hides the classifier.
+ROWS = {("solver_reread", 7, 16): "EBR, final (re-read, 7 views, check)",
+        ("solver", 1, 0): "EBR, as trained (1 view, no check)"}
 CONFLICTS = "dev given conflicts after tune, % (lower is better)"
 
 
@@ -30,13 +32,14 @@ def record_scores(record: Path) -> dict[str, float]:
     path = record / "dev_choices.csv"
     try:
         frame = pd.read_csv(path)
-        scores = {name: float(frame[(frame["model"] == model) & (frame["views"] == views)]
-                              ["dev_every_blank_pct"].iloc[-1]) for (model, views), name in ROWS.items()}
+        scores = {name: float(frame[(frame["model"] == model) & (frame["views"] == views)
+                                    & (frame["check_folds"] == folds)]["dev_every_blank_pct"].iloc[-1])
+                  for (model, views, folds), name in ROWS.items()}
         scores[CONFLICTS] = 100 * float(train["tune"]["dev_given_conflicts"])
         return scores
     except (OSError, KeyError, IndexError, ValueError) as exc:
         raise PipelineError(f"{path}: no dev score of the final and as-trained models "
-                            f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --as-trained "
+                            f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --folds 0 16 --as-trained "
                             f"--views 1 7 on the record's run") from exc
 
 

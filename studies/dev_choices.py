@@ -7,7 +7,8 @@ Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
 (the headline's final model) or with it, for every pair of `evaluate.check_folds` and `evaluate.starts`: exact boards and
 boards with every blank right, in %. --as-trained adds the model as end-to-end training left it
-(models/solver.pt, before any re-read; the image-reuse study's first column). --solve-sweeps
+(models/solver.pt, before any re-read; the image-reuse study's first column); --folds 0 scores
+each model unchecked, as the test's as-trained rows do. --solve-sweeps
 scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
 reader is the one re-read at params.yaml's. --views reads each image in that many views
 (`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
@@ -84,15 +85,16 @@ def main(argv=None):
     rows = []
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds in itertools.product(
             readers.items(), args.folds, args.starts, args.check_weights, check_rounds):
-        if folds == 0 and (starts > 1 or weight != args.check_weights[0] or rounds != check_rounds[0]):
-            continue  # starts, the weight and the rounds act on the checked rows only
+        if folds == 0 and (starts != args.starts[0] or weight != args.check_weights[0]
+                           or rounds != check_rounds[0]):
+            continue  # starts, the weight and the rounds act on the checked rows only: one unchecked row
         seed_everything(params.seed)
         start = time.perf_counter()
         solver = Checked(model, folds, starts, weight, rounds) if folds else model
         digits = solution_digits(solver.to(device), dev, batch_size, device)
         scores = solution_metrics(digits, solution, dev)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
-                     "check_folds": folds, "starts": starts, "check_weight": weight if folds else "",
+                     "check_folds": folds, "starts": starts if folds else 1, "check_weight": weight if folds else "",
                      "check_rounds": rounds if folds else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})

@@ -270,12 +270,15 @@ def dev_record(folder, final, as_trained, conflicts):
     (folder / "metrics.json").write_text(json.dumps(
         {"stages": {"train": {"info": {"tune": {"dev_given_conflicts": conflicts}}}}}))
     (folder / "dev_choices.csv").write_text(
-        "model,views,dev_exact_pct,dev_every_blank_pct\n"
-        f"solver_reread,1,0.0,1.0\nsolver_reread,7,0.0,{final}\nsolver,1,0.0,{as_trained}\nsolver,7,0.0,2.0\n")
+        "model,views,check_folds,dev_exact_pct,dev_every_blank_pct\n"
+        f"solver_reread,1,16,0.0,1.0\nsolver_reread,7,16,0.0,{final}\nsolver_reread,7,0,0.0,3.0\n"
+        f"solver,1,0,0.0,{as_trained}\nsolver,1,16,0.0,99.0\nsolver,7,16,0.0,2.0\n")
     return str(folder)
 
 
 def test_dev_pairs_gives_the_paired_gain_of_each_label_free_criterion(tmp_path):
+    """Final: re-read, 7 views, checked; as trained: 1 view, unchecked (the checked row's 99.0 is
+    never read), as the test's rows score them."""
     off = [dev_record(tmp_path / f"off{i}", 90 + i, 80, 0.01) for i in range(3)]
     on = [dev_record(tmp_path / f"on{i}", 91 + 2 * i, 80 - i, 0.01 - 0.002 * i) for i in range(3)]
     script = [sys.executable, str(REPO / "scripts" / "dev_pairs.py")]
