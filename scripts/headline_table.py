@@ -5,7 +5,8 @@
 
 One column per configuration: rule-free (`cpu9_fast`, the default profile and the headline,
 records in results/cpu9_fast_cluster_width16/ since the clusterer's and the re-read reader's
-CNNs are 16 wide), the same with the clusterer at width 32 (the default before,
+CNNs are 16 wide), the same settings run on an AMD EPYC Zen 4 (results/cpu9_fast_cluster_width16_zen4/:
+its float sums train other models), the same with the clusterer at width 32 (the default before,
 results/cpu9_fast_reader_width16/), the same with the reader at 32 too (the default before that,
 results/cpu9_fast_three_rounds_bf16_gemm/), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
@@ -41,6 +42,7 @@ END = "<!-- end of the 9x9 table -->"
 SMALL_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/4x4/; do not edit -->"
 SMALL_END = "<!-- end of the 4x4 table -->"
 CONFIGURATIONS = {"cpu9_fast_cluster_width16": "rule-free, the default (`cpu9_fast`)",
+                  "cpu9_fast_cluster_width16_zen4": "rule-free, the default on the Zen 4 (`cpu9_fast`)",
                   "cpu9_fast_reader_width16": "rule-free, the clusterer at width 32 (`cpu9_fast`, `cluster.cnn_width: 32`)",
                   "cpu9_fast_three_rounds_bf16_gemm": "rule-free, the clusterer and reader at width 32 (`cpu9_fast`, `cluster.cnn_width: 32`, `reread.width: 32`)",
                   "cpu9_fast_lenet": "rule-free, the paper's LeNet (`cpu9_fast`, `distill.classifier: lenet`)",
