@@ -5,7 +5,9 @@ conflicts (SATNet's dev blanks that repeat a peer given's reading, from the trai
     python scripts/dev_pairs.py --off results/A results/A/seeds/seed{1,2,3,4} \\
         --on results/B results/B/seeds/seed{1,2,3,4}
 
-Records pair up in the order given, so give both sides' seeds in one order. No test figure and no
+Records pair up in the order given, so give both sides' seeds in one order. A folder may also be a
+run's own, holding dev_choices.csv alone (a run stopped after `train`): criteria missing from any
+folder are named under the table, not paired. No test figure and no
 given's label is read: dev_choices.csv scores dev blanks, and of the record's metrics only the train
 stage's dev given conflicts are read.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from satground.harness.io import PipelineError
-from satground.harness.records import read_record
+from satground.harness.records import BUNDLE, read_record
 
 # (model, views, check folds) -> criterion. The as-trained row is the model as the test's as-trained
 # row scores it, without SATNet's check: the check repairs misread givens and hides the classifier.
@@ -27,20 +29,26 @@ CONFLICTS = "dev given conflicts after tune, % (lower is better)"
 
 
 def record_scores(record: Path) -> dict[str, float]:
-    """criterion -> value for one kept record (its dev_choices.csv and metrics.json)."""
-    train = read_record(record).stage_info("train")
+    """criterion -> value for one run folder: the rows of its dev_choices.csv, and where the folder
+    is a kept record (metrics.json), the train stage's dev given conflicts. A run stopped after
+    `train` (`reread.reader: none`) has the as-trained row alone."""
     path = record / "dev_choices.csv"
     try:
         frame = pd.read_csv(path)
-        scores = {name: float(frame[(frame["model"] == model) & (frame["views"] == views)
-                                    & (frame["check_folds"] == folds)]["dev_every_blank_pct"].iloc[-1])
-                  for (model, views, folds), name in ROWS.items()}
-        scores[CONFLICTS] = 100 * float(train["tune"]["dev_given_conflicts"])
-        return scores
-    except (OSError, KeyError, IndexError, ValueError) as exc:
+        scores = {}
+        for (model, views, folds), name in ROWS.items():
+            rows = frame[(frame["model"] == model) & (frame["views"] == views) & (frame["check_folds"] == folds)]
+            if len(rows):
+                scores[name] = float(rows["dev_every_blank_pct"].iloc[-1])
+        if not scores:
+            raise ValueError("neither the final nor the as-trained row")
+    except (OSError, KeyError, ValueError) as exc:
         raise PipelineError(f"{path}: no dev score of the final and as-trained models "
                             f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --folds 0 16 --as-trained "
                             f"--views 1 7 on the record's run") from exc
+    if (record / BUNDLE).is_file():
+        scores[CONFLICTS] = 100 * float(read_record(record).stage_info("train")["tune"]["dev_given_conflicts"])
+    return scores
 
 
 def table(off: list[Path], on: list[Path]) -> str:
@@ -49,13 +57,17 @@ def table(off: list[Path], on: list[Path]) -> str:
     offs, ons = [record_scores(r) for r in off], [record_scores(r) for r in on]
     lines = ["| dev criterion | off, mean | on, mean | gain on - off, mean +- se | per seed | seeds on higher |",
              "|---|---|---|---|---|---|"]
-    for name in offs[0]:
+    names = [name for name in (*ROWS.values(), CONFLICTS) if all(name in s for s in offs + ons)]
+    for name in names:
         a, b = [s[name] for s in offs], [s[name] for s in ons]
         gains = [y - x for x, y in zip(a, b)]
         se = statistics.stdev(gains) / math.sqrt(len(gains))
         lines.append(f"| {name} | {statistics.mean(a):.2f} | {statistics.mean(b):.2f} | "
                      f"{statistics.mean(gains):+.2f} +- {se:.2f} | {', '.join(f'{g:+.2f}' for g in gains)} | "
                      f"{sum(g > 0 for g in gains)} of {len(gains)} |")
+    unpaired = sorted({name for s in offs + ons for name in s} - set(names))
+    if unpaired:
+        lines.append(f"\nNot in every folder, so not paired: {'; '.join(unpaired)}.")
     return "\n".join(lines)
 
 

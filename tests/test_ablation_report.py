@@ -290,6 +290,15 @@ def test_dev_pairs_gives_the_paired_gain_of_each_label_free_criterion(tmp_path):
     assert conflicts[:3] == ["1.00", "0.80", "-0.20 +- 0.12"]
     bad = subprocess.run(script + ["--off", *off[:2], "--on", *on], capture_output=True, text=True)
     assert bad.returncode != 0 and "the same seeds" in bad.stderr
+    stopped = tmp_path / "stopped"  # runs stopped after train: the unchecked as-trained row alone
+    for i in range(3):
+        (stopped / str(i)).mkdir(parents=True)
+        (stopped / str(i) / "dev_choices.csv").write_text(
+            f"model,views,check_folds,dev_every_blank_pct\nsolver,1,0,{78 + i}\nsolver,1,16,99.0\n")
+    out = subprocess.run(script + ["--off", *(str(stopped / str(i)) for i in range(3)), "--on", *on],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[2].startswith("| EBR, as trained (1 view, no check) | 79.00 | 79.00 | +0.00 +- 1.15 |")
+    assert len(out) == 5 and out[4].startswith("Not in every folder, so not paired: EBR, final")
     Path(on[1], "dev_choices.csv").unlink()
     bad = subprocess.run(script + ["--off", *off, "--on", *on], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "on1/dev_choices.csv: no dev score" in bad.stderr
