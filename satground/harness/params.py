@@ -156,7 +156,7 @@ class Cluster:
     cnn_epochs: int = knob(10, "selflabel: each CNN's training epochs in a round", low=1)
     cnn_batch_size: int = knob(128, "selflabel: the CNNs' batch size", low=2)
     cnn_lr: float = lr_knob(1.0e-3, "selflabel: the CNNs' Adam learning rate")
-    cnn_width: int = knob(16, "selflabel: the CNNs' channels (width, 2 width, 2 width in the three "
+    cnn_width: int = knob(32, "selflabel: the CNNs' channels (width, 2 width, 2 width in the three "
                           "conv blocks)", low=1)
     cnn_features: int = knob(128, "selflabel: the CNNs' feature layer before the output", low=1)
     augment: Augment = section(Augment, "selflabel: the CNNs' random affine copies of the training images")
@@ -714,7 +714,7 @@ def schema_defaults(kind=Params) -> dict:
 
 # Keys whose default changed after they were added: the first default, which a run kept before the
 # key existed ran (its params.yaml lacks the key). A key whose default never changed is absent here.
-FIRST_DEFAULTS = {"cluster": {"cnn_width": 32}, "reread": {"width": 32}}
+FIRST_DEFAULTS = {"reread": {"width": 32}}
 
 
 def defaults_of_a_record() -> dict:
