@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from script_import import script
 from stage_commands import smoke_checkout
+
+metrics_objects = script("scripts", "adopt_run").metrics_objects
 
 STAGES = {"prepare", "cluster", "distill", "ground", "train", "reread", "proofread",
           "baseline_grounded", "baseline_ungrounded", "baseline_nonvisual", "error_injection", "evaluate"}
@@ -127,12 +130,8 @@ def test_git_holds_the_committed_runs_metrics_objects():
 
     tracked = set(git("ls-files", ".dvc/cache").stdout.decode().split())
     committed_lock = git("show", "HEAD:dvc.lock").stdout.decode()
-    lock = yaml.safe_load(committed_lock)["stages"]
-    wanted = {}
-    for stage in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]:
-        if stage in lock:
-            md5 = lock_md5(committed_lock, stage, f"metrics/{stage}/metrics.json")
-            wanted[f".dvc/cache/files/md5/{md5[:2]}/{md5[2:]}"] = md5
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    wanted = {path: "".join(path.split("/")[-2:]) for path in metrics_objects(committed_lock, stages)}
     missing = sorted(set(wanted) - tracked)
     assert not missing, (f"after committing a new dvc.lock: git add -f {' '.join(missing)} "
                          "(scripts/adopt_run.py CLONE stages the lock with its objects)")
