@@ -129,16 +129,17 @@ def table() -> str:
     lines.append("| per-epoch curves scored on | " + " | ".join(split) + " | test boards |")
     times = []
     for p in CONFIGURATIONS:
-        walls = [r["run"].get("wall_seconds") for r in runs[p]]
-        machines = {r["run"].get("machine") for r in runs[p]}
-        if not runs[p] or None in walls:
+        timed = [r["run"] for r in runs[p] if r["run"].get("wall_seconds") is not None]
+        machines = {run.get("machine") for run in timed}
+        if not timed:
             times.append("not timed" if runs[p] else "not run")
         elif len(machines) > 1:
             times.append(f"{len(machines)} machines")
-        else:
-            minutes = [w / 60 for w in walls]
+        else:  # seeds run in parts (a stage rerun) have no whole-run time: the others' mean
+            minutes = [run["wall_seconds"] / 60 for run in timed]
             mean = f"{statistics.mean(minutes):.1f}" + (f" +- {statistics.stdev(minutes):.1f}" if len(minutes) > 1 else "")
-            times.append(f"{mean} ({machines.pop()})")
+            part = f"{len(timed)} of {len(runs[p])} seeds timed, " if len(timed) < len(runs[p]) else ""
+            times.append(f"{mean} ({part}{machines.pop()})")
     lines.append("| whole run, minutes (2 cores) | " + " | ".join(times) + " | n/a |")
     return "\n".join(lines) + "\n"
 
