@@ -19,13 +19,24 @@ from pathlib import Path
 import pandas as pd
 
 from satground.harness.io import PipelineError
+from satground.harness.params import defaults_of_a_record, overlay, read_yaml, schema_defaults
 from satground.harness.records import BUNDLE, read_record
 
-# (model, views, check folds) -> criterion. The as-trained row is the model as the test's as-trained
-# row scores it, without SATNet's check: the check repairs misread givens and hides the classifier.
-ROWS = {("solver_reread", 7, 16): "EBR, final (re-read, 7 views, check)",
-        ("solver", 1, 0): "EBR, as trained (1 view, no check)"}
+FINAL = "EBR, final (re-read, views, check)"
+AS_TRAINED = "EBR, as trained (1 view, no check)"
 CONFLICTS = "dev given conflicts after tune, % (lower is better)"
+
+
+def scored_rows(record: Path) -> dict[tuple[str, int, int], str]:
+    """(model, views, check folds) -> criterion. The final row is the model as the record's own
+    `evaluate` scored it (its params.yaml's views and check folds; today's defaults for a run folder
+    without one), so records of two check settings pair up. The as-trained row is the model as the
+    test's as-trained row scores it, without SATNet's check: the check repairs misread givens and
+    hides the classifier."""
+    path = record / "params.yaml"
+    params = overlay(defaults_of_a_record(), read_yaml(path)) if path.is_file() else schema_defaults()
+    evaluate = params["evaluate"]
+    return {("solver_reread", evaluate["views"], evaluate["check_folds"]): FINAL, ("solver", 1, 0): AS_TRAINED}
 
 
 def record_scores(record: Path) -> dict[str, float]:
@@ -36,7 +47,7 @@ def record_scores(record: Path) -> dict[str, float]:
     try:
         frame = pd.read_csv(path)
         scores = {}
-        for (model, views, folds), name in ROWS.items():
+        for (model, views, folds), name in scored_rows(record).items():
             rows = frame[(frame["model"] == model) & (frame["views"] == views) & (frame["check_folds"] == folds)]
             if len(rows):
                 scores[name] = float(rows["dev_every_blank_pct"].iloc[-1])
@@ -44,8 +55,8 @@ def record_scores(record: Path) -> dict[str, float]:
             raise ValueError("neither the final nor the as-trained row")
     except (OSError, KeyError, ValueError) as exc:
         raise PipelineError(f"{path}: no dev score of the final and as-trained models "
-                            f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --folds 0 16 --as-trained "
-                            f"--views 1 7 on the record's run") from exc
+                            f"({type(exc).__name__}: {exc}); run studies/dev_choices.py --folds 0 F --as-trained "
+                            f"--views 1 7 on the record's run, F its check folds") from exc
     if (record / BUNDLE).is_file():
         scores[CONFLICTS] = 100 * float(read_record(record).stage_info("train")["tune"]["dev_given_conflicts"])
     return scores
@@ -57,7 +68,7 @@ def table(off: list[Path], on: list[Path]) -> str:
     offs, ons = [record_scores(r) for r in off], [record_scores(r) for r in on]
     lines = ["| dev criterion | off, mean | on, mean | gain on - off, mean +- se | per seed | seeds on higher |",
              "|---|---|---|---|---|---|"]
-    names = [name for name in (*ROWS.values(), CONFLICTS) if all(name in s for s in offs + ons)]
+    names = [name for name in (FINAL, AS_TRAINED, CONFLICTS) if all(name in s for s in offs + ons)]
     for name in names:
         a, b = [s[name] for s in offs], [s[name] for s in ons]
         gains = [y - x for x, y in zip(a, b)]

@@ -263,24 +263,28 @@ def test_paired_table_gives_mean_std_and_the_gain_per_seed(tmp_path):
     assert bad.returncode != 0 and "junk.md: not a results table" in bad.stderr
 
 
-def dev_record(folder, final, as_trained, conflicts):
-    """A kept record as dev_pairs reads it: params, the train stage's info, dev_choices.csv."""
+def dev_record(folder, final, as_trained, conflicts, folds=16):
+    """A kept record as dev_pairs reads it: params (its evaluate's check folds), the train stage's
+    info, dev_choices.csv (the final model also scored at the other folds, which must not be read)."""
     folder.mkdir(parents=True)
-    (folder / "params.yaml").write_text("seed: 0\n")
+    (folder / "params.yaml").write_text(f"seed: 0\nevaluate:\n  check_folds: {folds}\n")
     (folder / "metrics.json").write_text(json.dumps(
         {"stages": {"train": {"info": {"tune": {"dev_given_conflicts": conflicts}}}}}))
+    other = 36 if folds == 16 else 16
     (folder / "dev_choices.csv").write_text(
         "model,views,check_folds,dev_exact_pct,dev_every_blank_pct\n"
-        f"solver_reread,1,16,0.0,1.0\nsolver_reread,7,16,0.0,{final}\nsolver_reread,7,0,0.0,3.0\n"
+        f"solver_reread,1,{folds},0.0,1.0\nsolver_reread,7,{folds},0.0,{final}\nsolver_reread,7,0,0.0,3.0\n"
+        f"solver_reread,7,{other},0.0,50.0\n"
         f"solver,1,0,0.0,{as_trained}\nsolver,1,16,0.0,99.0\nsolver,7,16,0.0,2.0\n")
     return str(folder)
 
 
 def test_dev_pairs_gives_the_paired_gain_of_each_label_free_criterion(tmp_path):
-    """Final: re-read, 7 views, checked; as trained: 1 view, unchecked (the checked row's 99.0 is
-    never read), as the test's rows score them."""
+    """Final: re-read, 7 views, checked in the record's own folds (16 off, 36 on: the other count's
+    50.0 is never read); as trained: 1 view, unchecked (the checked row's 99.0 is never read), as
+    the test's rows score them."""
     off = [dev_record(tmp_path / f"off{i}", 90 + i, 80, 0.01) for i in range(3)]
-    on = [dev_record(tmp_path / f"on{i}", 91 + 2 * i, 80 - i, 0.01 - 0.002 * i) for i in range(3)]
+    on = [dev_record(tmp_path / f"on{i}", 91 + 2 * i, 80 - i, 0.01 - 0.002 * i, folds=36) for i in range(3)]
     script = [sys.executable, str(REPO / "scripts" / "dev_pairs.py")]
     out = subprocess.run(script + ["--off", *off, "--on", *on], capture_output=True, text=True, check=True).stdout
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in out.splitlines()[2:]}

@@ -402,7 +402,7 @@ class Proofread:
 @dataclass(frozen=True)
 class Evaluate:
     batch_size: int = knob(100, "boards per batch", low=1)
-    check_folds: int = knob(16, "SATNet checks the test givens' readings, inferring each from the "
+    check_folds: int = knob(36, "SATNet checks the test givens' readings, inferring each from the "
                             "others in this many folds (ours; extra rows); 0 = off", low=0, high=81)
     starts: int = knob(4, "the check rows' final solve: SATNet's outputs averaged over this many "
                        "random starts (ours); 1 = one start", low=1, high=64)
