@@ -4,11 +4,10 @@
     python scripts/headline_table.py --check    # exit 1 if a table is not the records'
 
 One column per configuration: rule-free (`cpu9_fast`, the default profile and the headline,
-records in results/cpu9_fast_reader_width16/: the re-read reader's CNNs 16 wide, the clusterer's
-32), the same run on an AMD EPYC Zen 4 (results/cpu9_fast_reader_width16_zen4/: its float sums
-train other models), the same with the clusterer's CNNs at 16 too (the default from 37ddfef until
-the unchecked as-trained criterion brought 32 back, results/cpu9_fast_cluster_width16/, and on the
-Zen 4, results/cpu9_fast_cluster_width16_zen4/), the same with the paper's distilled LeNet as the
+records in results/cpu9_fast_check_folds36_zen4/: the check in 36 folds, on an AMD EPYC Zen 4),
+the same models checked in 16 folds, the default before aa29689 (results/cpu9_fast_reader_width16_zen4/),
+and that default on an Intel Xeon with AMX (results/cpu9_fast_reader_width16/: its float sums train
+other models), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), and the default's pipeline on Fashion-MNIST's
 clothing (`fashion9`, results/fashion9/), each the mean +- sample std over its seeds' records (results/<p>/
@@ -18,7 +17,9 @@ seeds combined by their standard errors), then the paper's own figures. A config
 shows "not run". The 4x4 table is the 4x4 profile's record, results/4x4/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
 scripts/ablation_report.py wrote it) between its markers, and so do the records without a
-column (SEEDS_ONLY: both CNNs at width 32, results/cpu9_fast_three_rounds_bf16_gemm/; two self-labelling rounds, results/cpu9_fast_two_rounds_bf16_gemm/; three rounds with fp32 GEMMs, results/cpu9_fast_ground4500/: the grounding
+column (SEEDS_ONLY: the clusterer's CNNs at width 16, the default from 37ddfef until the unchecked
+as-trained criterion brought 32 back, results/cpu9_fast_cluster_width16/ and, on the Zen 4,
+results/cpu9_fast_cluster_width16_zen4/; both CNNs at width 32, results/cpu9_fast_three_rounds_bf16_gemm/; two self-labelling rounds, results/cpu9_fast_two_rounds_bf16_gemm/; three rounds with fp32 GEMMs, results/cpu9_fast_ground4500/: the grounding
 phase on 4,500 boards, SATNet at rank 16; the same at the former rank 32, results/cpu9_fast/; the
 default with two self-labelling rounds of three nets, results/cpu9_fast_rounds2/,
 at rank 16 with the grounding phase on every board, results/cpu9_fast_k16/, whose seeds 0-2
@@ -41,17 +42,16 @@ BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do 
 END = "<!-- end of the 9x9 table -->"
 SMALL_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/4x4/; do not edit -->"
 SMALL_END = "<!-- end of the 4x4 table -->"
-CONFIGURATIONS = {"cpu9_fast_reader_width16": "rule-free, the default (`cpu9_fast`)",
-                  "cpu9_fast_reader_width16_zen4": "rule-free, the default on the Zen 4 (`cpu9_fast`)",
-                  "cpu9_fast_cluster_width16": "rule-free, the clusterer at width 16 (`cpu9_fast`, `cluster.cnn_width: 16`)",
-                  "cpu9_fast_cluster_width16_zen4": "rule-free, the clusterer at width 16 on the Zen 4 (`cpu9_fast`, `cluster.cnn_width: 16`)",
+CONFIGURATIONS = {"cpu9_fast_check_folds36_zen4": "rule-free, the default (`cpu9_fast`), on the Zen 4",
+                  "cpu9_fast_reader_width16_zen4": "rule-free, the default with the check in 16 folds, on the Zen 4 (`evaluate.check_folds: 16`)",
+                  "cpu9_fast_reader_width16": "rule-free, the default with the check in 16 folds, on an Intel Xeon (`evaluate.check_folds: 16`)",
                   "cpu9_fast_lenet": "rule-free, the paper's LeNet (`cpu9_fast`, `distill.classifier: lenet`)",
                   "cpu9": "rule-free, slower (`cpu9`)",
                   "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)",
                   "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
                   "fashion9": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST)"}
-SEEDS_ONLY = ("cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
+SEEDS_ONLY = ("cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
     "exact boards, as trained": ("boards", "n/a (the paper counts valid grids: next row)"),
