@@ -8,8 +8,9 @@
 
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
 memory of forward+backward for each backend. --ranks adds the cpu backend's rows at other SDP
-ranks (satnet.k; every other row is at the published k = 32), each precision at each rank, with
-the forward+backward ratio of the k = 32 row to its twin at the other rank. The published code
+ranks (satnet.k; every other row is at the published k = 32), each precision at each rank, and on
+a GPU the gpu backend's, with the forward+backward ratio of the k = 32 row to its twin at the
+other rank. The published code
 (locuslab/SATNet's `satnet` package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
 at the same settings and with the same weights S; its ratio is the "vs published" column (on a
 GPU, the gpu row against the published CUDA build, satnet._cuda, where that built). The
@@ -177,6 +178,7 @@ def main():
             for b in fast + ["published"] * published + ["published_gpu"] * published_gpu]
     runs += [("cpu", args.max_iter, args.eps, p, 32) for p in precisions[1:]]
     runs += [("cpu", args.max_iter, args.eps, p, k) for k in ranks[1:] for p in precisions]
+    runs += [("gpu", args.max_iter, args.eps, None, k) for k in ranks[1:] if gpu]
     if args.eps:  # the roofline needs an exact sweep count: each precision again, no early stop
         runs += [("cpu", args.max_iter, 0.0, p, k) for k in ranks for p in precisions]
     if not args.no_reference:  # the speed-up comparison, all at the same few sweeps

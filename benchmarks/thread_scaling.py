@@ -2,6 +2,7 @@
 
     python benchmarks/thread_scaling.py                      # batches 40 and 160, 1..all cores
     python benchmarks/thread_scaling.py --threads 1 2 4 --batches 40
+    python benchmarks/thread_scaling.py --k 16 --precision bf16  # the default's layer (satnet.k, precision)
 
 Each point is `satnet_speed.py --one cpu` in a fresh process with torch's thread count set
 (the backend runs one whole sample per thread), so every row is the same measurement as that
@@ -24,7 +25,9 @@ SPEED = Path(__file__).with_name("satnet_speed.py")
 
 def one_point(threads: int, batch: int, args) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    cmd = [sys.executable, str(SPEED), "--one", "cpu", f"--batch={batch}",
+    if args.precision:
+        env["SATGROUND_CPU_PRECISION"] = args.precision
+    cmd = [sys.executable, str(SPEED), "--one", "cpu", f"--batch={batch}", f"--k={args.k}",
            f"--repeats={args.repeats}", f"--max-iter={args.max_iter}", f"--eps={args.eps}"]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -39,9 +42,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-iter", type=int, default=40)
     parser.add_argument("--eps", type=float, default=1e-4)
+    parser.add_argument("--k", type=int, default=32, help="the SDP rank (satnet.k)")
+    parser.add_argument("--precision", choices=["fp32", "bf16x3", "bf16"],
+                        help="the kernel's products (satnet.precision); unset: the kernel's default")
     args = parser.parse_args()
     from satnet_speed import cpu_model  # benchmarks/ is the script's folder, first on the path
-    print(f"CPU: {cpu_model()}, {cores} cores visible; max_iter={args.max_iter} eps={args.eps}")
+    print(f"CPU: {cpu_model()}, {cores} cores visible; max_iter={args.max_iter} eps={args.eps} "
+          f"k={args.k} precision={args.precision or 'default'}")
     print(f"{'batch':>5} {'threads':>7} {'fwd+bwd s':>10} {'speed-up':>9} {'efficiency':>10}")
     for batch in args.batches:
         first = None  # speed-up and efficiency are relative to the first thread count listed

@@ -301,8 +301,8 @@ def test_gpu_backend_matches_reference_in_triton_interpreter():
         "sys.path.insert(0, 'tests')\n"
         "from test_satnet import layer_pair, random_problem, value_and_grads\n"
         "err = 0.0\n"
-        "for n, m, aux in [(6, 8, 2), (50, 12, 20)]:  # one block; two (71 variables > 64)\n"
-        "    ref, gpu = layer_pair('gpu', n, m, aux, torch.float64, max_iter=3)\n"
+        "for n, m, aux, k in [(6, 8, 2, 32), (50, 12, 20, 32), (50, 12, 20, 16)]:  # one block; two (71 > 64)\n"
+        "    ref, gpu = layer_pair('gpu', n, m, aux, torch.float64, max_iter=3, k=k)\n"
         "    z, inp, w = random_problem(n, 2, 0)\n"
         "    err = max([err] + [(a - b).abs().max().item() for a, b in zip("
         "value_and_grads(ref, z, inp, w), value_and_grads(gpu, z, inp, w))])\n"
@@ -315,11 +315,13 @@ def test_gpu_backend_matches_reference_in_triton_interpreter():
 
 
 @needs_cuda
+@pytest.mark.parametrize("k", [32, 16])
 @pytest.mark.parametrize("dtype,tol,eps", [(torch.float64, 1e-9, 1e-4), (torch.float32, 1e-3, 1e-4),
                                            (torch.float64, 1e-9, 0.0)])
-def test_gpu_backend_matches_reference_on_cuda(dtype, tol, eps):
-    """The Triton kernels compiled for the GPU; more variables than one block (64), early stop."""
-    ref, gpu = layer_pair("gpu", 150, 60, 30, dtype, max_iter=25, eps=eps)
+def test_gpu_backend_matches_reference_on_cuda(dtype, tol, eps, k):
+    """The Triton kernels compiled for the GPU; more variables than one block (64), early stop,
+    at the published rank and at the default's (satnet.k)."""
+    ref, gpu = layer_pair("gpu", 150, 60, 30, dtype, max_iter=25, eps=eps, k=k)
     gpu = gpu.cuda()
     z, is_input, w = random_problem(150, 7, 5, dtype)
     expected = value_and_grads(ref, z, is_input, w)
