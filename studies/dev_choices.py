@@ -1,7 +1,7 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--views 1 5 7] [--check-weights 1 2] [--check-rounds 1 2 3] [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -29,7 +29,7 @@ from satground.boards.data import load_boards, load_truth
 from satground.boards.intervals import board_outcomes, image_bootstrap
 from satground.boards.metrics import solution_metrics
 from satground.harness.io import seed_everything
-from satground.readers.views import ReaderViews
+from satground.readers.views import VIEW_COUNTS, ReaderViews
 from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
@@ -54,7 +54,7 @@ def main(argv=None):
     parser.add_argument("--as-trained", action="store_true", help="also score models/solver.pt, as trained")
     parser.add_argument("--solve-sweeps", nargs="+", type=lambda v: None if v == "none" else int(v),
                         help="satnet.solve_sweeps values to score (none = as trained)")
-    parser.add_argument("--views", type=int, nargs="+", choices=(1, 5, 7),
+    parser.add_argument("--views", type=int, nargs="+", choices=VIEW_COUNTS,
                         help="evaluate.views values to score (default: params.yaml's)")
     parser.add_argument("--check-weights", type=float, nargs="+", default=[1.0],
                         help="weights of SATNet's inference against the reader's in the check (1 = equal)")

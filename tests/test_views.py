@@ -38,6 +38,33 @@ def test_a_rotation_view_turns_about_the_centre():
     assert sorted(v[0] for v in VIEWS if v[0]) == [-6.0, 6.0]
 
 
+def test_a_size_view_scales_about_the_centre():
+    """A ramp across the columns, zero at the centre (13.5): the view's digit `size` times as
+    large reads the ramp divided by size, wherever it samples inside the image (bilinear
+    interpolation of a linear function is exact)."""
+    ramp = (torch.arange(28.0) - 13.5).expand(1, 1, 28, 28)
+    torch.testing.assert_close(view(ramp, 0.0, 0, 0, 1.06), ramp / 1.06, atol=1e-4, rtol=0)
+    inner = (slice(None), slice(None), slice(2, -2), slice(2, -2))  # 0.94 samples past the border
+    torch.testing.assert_close(view(ramp, 0.0, 0, 0, 0.94)[inner], (ramp / 0.94)[inner], atol=1e-4, rtol=0)
+    assert sorted(v[3] for v in VIEWS if len(v) > 3) == [0.94, 1.06]
+
+
+def test_nine_and_eleven_views_add_the_sizes_then_the_diagonal_shifts():
+    torch.manual_seed(4)
+    reader = LeNet(9).eval()
+    x = digits().float().unsqueeze(1) / 255
+    with torch.no_grad():
+        def probs(*v):
+            return F.softmax(reader(view(x, *v)), 1)
+        seven = ReaderViews(reader, 7)(x).exp()
+        nine = ReaderViews(reader, 9)(x).exp()
+        eleven = ReaderViews(reader, 11)(x).exp()
+        torch.testing.assert_close(nine, (7 * seven + probs(0.0, 0, 0, 0.94) + probs(0.0, 0, 0, 1.06)) / 9,
+                                   atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(eleven, (9 * nine + probs(0.0, 1, 1) + probs(0.0, -1, -1)) / 11,
+                                   atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["cnn", "lenet"])
 def test_one_view_is_the_readers_own_reading(kind):
     torch.manual_seed(0)

@@ -410,8 +410,9 @@ class Evaluate:
                              "readings as the round before checked them (ours); 1 = one check", low=1, high=16)
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
-                      "6-degree rotations (ours; satground/readers/views.py); 1 = the image alone (the paper)",
-                      choices=(1, 5, 7))
+                      "6-degree rotations, 9 = and the image 6 % smaller and larger, 11 = and its "
+                      "diagonal one-pixel shifts (ours; satground/readers/views.py); 1 = the image "
+                      "alone (the paper)", choices=(1, 5, 7, 9, 11))
 
 
 @dataclass(frozen=True)

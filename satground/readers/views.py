@@ -3,10 +3,11 @@
 A board is solved only if every one of its ~36 givens is read right, so one misread image costs
 every board that shows it. The reader here reads each image in a few fixed, slightly moved
 copies and averages its probabilities over them: the plain image, its four one-pixel shifts,
-then its rotations by -6 and +6 degrees (`views` N takes the first N; 1 is the plain image
-alone, the paper's reading). The copies are small against the training augmentation of the CNN
-readers (shifts of 2 pixels, rotations of 10 degrees), so each is an image the reader has
-learned to read. Nothing is drawn at random: the same reader gives the same readings.
+then its rotations by -6 and +6 degrees, then the image 6 % smaller and 6 % larger, then its two
+diagonal one-pixel shifts (`views` N takes the first N; 1 is the plain image alone, the paper's
+reading). The copies are small against the training augmentation of the CNN readers (shifts of 2
+pixels, rotations of 10 degrees, scaling by 10 %), so each is an image the reader has learned to
+read. Nothing is drawn at random: the same reader gives the same readings.
 
 A DigitReader's views are taken of the deskewed image (its deskew re-centres the image, which
 would undo a shift made before it); LeNet's of the image itself. The wrapper holds no weights of
@@ -23,19 +24,25 @@ import torch.nn.functional as F
 from .digitcnn import DigitReader
 from .lenet import image_batch
 
-# (rotation in degrees, shift right, shift down in pixels), in the order `views` takes them
-VIEWS = ((0.0, 0, 0), (0.0, 1, 0), (0.0, -1, 0), (0.0, 0, 1), (0.0, 0, -1), (-6.0, 0, 0), (6.0, 0, 0))
+# (rotation in degrees, shift right, shift down in pixels[, size factor]), in the order `views`
+# takes them; the counts a run may ask for end a group: 1, 5, 7, 9, 11
+VIEWS = ((0.0, 0, 0), (0.0, 1, 0), (0.0, -1, 0), (0.0, 0, 1), (0.0, 0, -1), (-6.0, 0, 0), (6.0, 0, 0),
+         (0.0, 0, 0, 0.94), (0.0, 0, 0, 1.06), (0.0, 1, 1), (0.0, -1, -1))
+VIEW_COUNTS = (1, 5, 7, 9, 11)
 
 
-def view(x: torch.Tensor, degrees: float, right: int, down: int) -> torch.Tensor:
-    """x (B, 1, H, W) rotated about its centre and moved by whole pixels (bilinear, zeros outside)."""
-    if (degrees, right, down) == (0.0, 0, 0):
+def view(x: torch.Tensor, degrees: float, right: int, down: int, size: float = 1.0) -> torch.Tensor:
+    """x (B, 1, H, W) rotated about its centre, scaled by `size` about it and moved by whole
+    pixels (bilinear, zeros outside)."""
+    if (degrees, right, down, size) == (0.0, 0, 0, 1.0):
         return x
     b, _, h, w = x.shape
     a = math.radians(degrees)
-    # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / size wide
-    theta = torch.tensor([[math.cos(a), -math.sin(a), -2.0 * right / w],
-                          [math.sin(a), math.cos(a), -2.0 * down / h]], dtype=x.dtype, device=x.device)
+    # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / size wide; an
+    # output pixel reads the input 1 / size as far from the centre, so the digit grows by size
+    theta = torch.tensor([[math.cos(a) / size, -math.sin(a) / size, -2.0 * right / w],
+                          [math.sin(a) / size, math.cos(a) / size, -2.0 * down / h]],
+                         dtype=x.dtype, device=x.device)
     grid = F.affine_grid(theta.expand(b, 2, 3), list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 
@@ -51,8 +58,8 @@ class ReaderViews(nn.Module):
 
     def __init__(self, reader: nn.Module, views: int):
         super().__init__()
-        if not 1 <= views <= len(VIEWS):
-            raise ValueError(f"views must be 1..{len(VIEWS)}, got {views!r}")
+        if views not in VIEW_COUNTS:
+            raise ValueError(f"views must be one of {VIEW_COUNTS}, got {views!r}")
         self.reader, self.views, self.n_classes = reader, views, reader.n_classes
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
