@@ -340,6 +340,10 @@ class Reread:
     reader_lr: float = lr_knob(1.0e-3, "the reader's Adam learning rate")
     reader_batch_size: int = knob(128, "the reader's batch size (images)", low=2)
     augment: Augment = section(Augment, "the reader's random affine copies of its training images")
+    label_smoothing: float = knob(0.0, "cnn: the CNNs' cross-entropy against the pseudo-label "
+                                  "smoothed by this share spread over every digit (ours: a reader "
+                                  "less sure of its misreadings, which the check may then overrule); "
+                                  "0 = plain cross-entropy", low=0.0, high=0.5)
     keep_classifier: bool = knob(False, "cnn: the end-to-end classifier stays in the reader, its "
                                  "probabilities averaged with the CNNs' (ours); false: the CNNs alone")
     batch_size: int = knob(100, "boards per SATNet batch", low=1)
@@ -368,8 +372,9 @@ class Reread:
 
     def reader_training(self, kind: str | None = None) -> dict:
         """solver.reread.train_reader's settings for a `kind` reader (default: `reader`): lr,
-        batch_size, augment, and for a cnn reader alone its width (the width sizes nothing else)."""
-        width = {"width": self.width} if (kind or self.reader) == "cnn" else {}
+        batch_size, augment, and for a cnn reader alone its width and label smoothing."""
+        width = ({"width": self.width, "label_smoothing": self.label_smoothing}
+                 if (kind or self.reader) == "cnn" else {})
         return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
                 "augment": dataclasses.asdict(self.augment), **width}
 
@@ -377,6 +382,9 @@ class Reread:
         if self.width != Reread.width and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.width' sizes the cnn reader's CNNs, so it needs "
                                 f"'reread.reader: cnn', got {self.reader!r}")
+        if self.label_smoothing and self.reader != "cnn":
+            raise PipelineError(f"{where}: 'reread.label_smoothing' trains the cnn reader's CNNs, so it "
+                                f"needs 'reread.reader: cnn', got {self.reader!r}")
         if self.keep_classifier and self.reader != "cnn":
             raise PipelineError(f"{where}: 'reread.keep_classifier' needs 'reread.reader: cnn', "
                                 f"got {self.reader!r}")

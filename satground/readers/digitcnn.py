@@ -90,9 +90,10 @@ _GLOBAL_RNG = threading.Lock()  # a net's initialisation seeds and draws torch's
 def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tensor, n_classes: int,
                     seed: int, epochs: int, batch_size: int = 128, lr: float = 1e-3,
                     rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
-                    width: int = 32, feature_dim: int = 128) -> DigitCNN:
+                    width: int = 32, feature_dim: int = 128, label_smoothing: float = 0.0) -> DigitCNN:
     """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]
-    (deskewed float images (N, 1, 28, 28)); returned in eval mode. Its initial weights come from
+    (deskewed float images (N, 1, 28, 28)), its cross-entropy's target smoothed by
+    `label_smoothing`; returned in eval mode. Its initial weights come from
     torch's global generator seeded with `seed`, every later draw from its own generator."""
     with _GLOBAL_RNG:
         torch.manual_seed(seed)
@@ -107,7 +108,7 @@ def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tens
             if len(batch) < 2:  # batch norm needs two samples
                 continue
             loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift)),
-                                   target[batch])
+                                   target[batch], label_smoothing=label_smoothing)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -85,16 +85,19 @@ def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
 
 def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classes: int,
                  epochs: int, nets: int, seed: int, *, lr: float, batch_size: int, augment: dict,
-                 width: int | None = None, keep: nn.Module | None = None) -> nn.Module:
+                 width: int | None = None, label_smoothing: float = 0.0,
+                 keep: nn.Module | None = None) -> nn.Module:
     """A reader of uint8 images (N, 28, 28) trained on `labels` by Adam at `lr` under random affine
     augmentation (`augment`: shift pixels, rotation degrees, scale fraction; lr, batch_size and
     augment as `reread`'s schema section gives them, Reread.reader_training()): `cnn`, a
     DigitReader of `nets` CNNs `width` channels wide (None: DigitCNN's own; with `keep`, a LeNet
-    classifier, averaged into it unchanged), or `lenet`, a fresh LeNet. Each net
+    classifier, averaged into it unchanged; `label_smoothing` in their cross-entropy), or
+    `lenet`, a fresh LeNet. Each net
     trains on one thread, so the same seed gives the same reader on any machine and load; the CNNs
     train side by side, as many at once as torch has threads."""
-    if (keep is not None or width is not None) and kind != "cnn":
-        raise ValueError(f"only a cnn reader keeps the classifier or takes a width, got {kind!r}")
+    if (keep is not None or width is not None or label_smoothing) and kind != "cnn":
+        raise ValueError(f"only a cnn reader keeps the classifier or takes a width or label "
+                         f"smoothing, got {kind!r}")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -104,7 +107,8 @@ def train_reader(kind: str, images: torch.Tensor, labels: torch.Tensor, n_classe
             reader = DigitReader(n_classes, nets, lenet=keep is not None, **sized)
             trained = train_digit_cnns(x, labels, torch.arange(len(x)), n_classes,
                                        [seed * 1000 + m for m in range(nets)], epochs, threads,
-                                       batch_size=batch_size, lr=lr, **sized, **augment)
+                                       batch_size=batch_size, lr=lr, label_smoothing=label_smoothing,
+                                       **sized, **augment)
             for net, fitted in zip(reader.nets, trained):
                 net.load_state_dict(fitted.state_dict())
             if keep is not None:
