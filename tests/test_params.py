@@ -228,10 +228,19 @@ def test_no_stage_script_reads_a_parameter_or_default_of_its_own():
 
 
 def test_the_readers_training_settings_carry_the_width_to_a_cnn_reader_alone():
-    """reread.width sizes the cnn reader's CNNs; a lenet reader trained beside it (a study's
-    candidates) takes the same rate, batch and augmentation without the width."""
-    cfg = Reread(width=16)
+    """reread.width and label_smoothing train the cnn reader's CNNs; a lenet reader trained
+    beside it (a study's candidates) takes the same rate, batch and augmentation without them."""
+    cfg = Reread(width=16, label_smoothing=0.1)
     assert cfg.reader_training()["width"] == 16
-    assert "width" not in cfg.reader_training("lenet")
-    assert {k: v for k, v in cfg.reader_training().items() if k != "width"} == cfg.reader_training("lenet")
+    assert cfg.reader_training()["label_smoothing"] == 0.1
+    cnn_only = ("width", "label_smoothing")
+    assert not set(cnn_only) & set(cfg.reader_training("lenet"))
+    assert {k: v for k, v in cfg.reader_training().items() if k not in cnn_only} == cfg.reader_training("lenet")
     assert Reread(reader="lenet").reader_training("cnn")["width"] == Reread.width
+
+
+def test_label_smoothing_needs_the_cnn_reader():
+    with pytest.raises(PipelineError, match="reread.label_smoothing"):
+        parse_params({"reread": {"reader": "lenet", "label_smoothing": 0.1}})
+    with pytest.raises(PipelineError, match="reread.label_smoothing"):
+        parse_params({"reread": {"label_smoothing": 0.6}})

@@ -171,6 +171,27 @@ def test_the_reader_width_sizes_every_cnn_and_survives_the_solver_file(tmp_path)
         train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, **{**LENET, "width": 8})
 
 
+def test_label_smoothing_makes_the_reader_less_sure_and_zero_is_the_plain_loss():
+    """reread.label_smoothing: the CNNs fitted to the same labels end less sure of them (the
+    check can then overrule a misreading), and 0 trains the very reader the plain loss does."""
+    rng = np.random.default_rng(2)
+    labels = torch.arange(64) % K
+    images = torch.from_numpy(rng.integers(0, 60, size=(64, 28, 28)).astype(np.uint8))
+    for i, label in enumerate(labels.tolist()):  # a bright bar whose row tells the label
+        images[i, 4 + 5 * label:7 + 5 * label, 6:22] = 255
+    settings = {k: v for k, v in READER.items() if k != "label_smoothing"} | {"width": 8, "batch_size": 16}
+
+    def reader(**smoothing):
+        return train_reader("cnn", images, labels, K, epochs=15, nets=1, seed=0, **settings, **smoothing)
+    plain, zero, smooth = reader(), reader(label_smoothing=0.0), reader(label_smoothing=0.3)
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), zero.state_dict().values()))
+    with torch.no_grad():
+        sure = [r(images).softmax(1).max(1).values.mean().item() for r in (plain, smooth)]
+    assert sure[1] < sure[0] - 0.05, sure
+    with pytest.raises(ValueError, match="smoothing"):
+        train_reader("lenet", images, labels, K, epochs=1, nets=1, seed=0, label_smoothing=0.1, **LENET)
+
+
 def test_the_reader_is_the_same_whether_its_cnns_train_in_turn_or_side_by_side():
     """train_reader trains its CNNs on as many threads as torch has: the nets must not depend on
     that (each seeds its own weights and draws), or a busy or bigger machine reads differently."""
