@@ -7,7 +7,7 @@ from satground.readers.digitcnn import DigitReader, deskew
 from satground.harness.io import PipelineError
 from satground.readers.lenet import LeNet
 from satground.harness.params import compose, parse_params
-from satground.readers.views import VIEWS, ReaderViews, view
+from satground.readers.views import VIEW_COUNTS, VIEWS, ReaderViews, view
 
 
 def digits(n=6, seed=0):
@@ -129,6 +129,7 @@ def test_a_merged_reader_read_in_views_gives_digits_summed_over_their_clusters()
 def test_views_must_be_a_known_count():
     with pytest.raises(ValueError):
         ReaderViews(LeNet(9), 8)
+    assert all(parse_params({"evaluate": {"views": n}}).evaluate.views == n for n in VIEW_COUNTS)
     with pytest.raises(PipelineError, match="evaluate.views"):
         parse_params({"evaluate": {"views": 3}})
     assert parse_params(compose("paper")).evaluate.views == 1  # the paper's reading
