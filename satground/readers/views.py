@@ -38,7 +38,7 @@ def view(x: torch.Tensor, degrees: float, right: int, down: int, size: float = 1
         return x
     b, _, h, w = x.shape
     a = math.radians(degrees)
-    # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / size wide; an
+    # affine_grid maps output to input coordinates in [-1, 1]: a pixel is 2 / w (2 / h) wide; an
     # output pixel reads the input 1 / size as far from the centre, so the digit grows by size
     theta = torch.tensor([[math.cos(a) / size, -math.sin(a) / size, -2.0 * right / w],
                           [math.sin(a) / size, math.cos(a) / size, -2.0 * down / h]],
