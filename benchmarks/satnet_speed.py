@@ -5,12 +5,16 @@
     python benchmarks/satnet_speed.py --target x86-64-v3  # the AVX2 build, on any AVX2+ CPU
     python benchmarks/satnet_speed.py --precisions fp32 bf16x3 bf16  # the cpu kernel's precisions
     python benchmarks/satnet_speed.py --ranks 16 --precisions bf16  # also SDP rank k = 16
+    python benchmarks/satnet_speed.py --ranks 16 --precisions bf16 --gemm auto  # the default's layer
 
 Prints seconds per batch for forward and forward+backward (median of --repeats) and the peak
 memory of forward+backward for each backend. --ranks adds the cpu backend's rows at other SDP
 ranks (satnet.k; every other row is at the published k = 32), each precision at each rank, and on
 a GPU the gpu backend's, with the forward+backward ratio of the k = 32 row to its twin at the
-other rank. The published code
+other rank; and, steadier on a shared machine, the same ratio from calls of the two ranks
+alternated in one process (`rank, paired`: the median of the pairs' ratios, --repeats pairs, at
+--eps and with no early stop). --gemm sets the layer's GEMMs outside the sweeps (satnet.gemm:
+fp32, the published and this benchmark's default; auto, the default profile's). The published code
 (locuslab/SATNet's `satnet` package, built from source: README, "The SATNet layer") runs beside ours when it is importable,
 at the same settings and with the same weights S; its ratio is the "vs published" column (on a
 GPU, the gpu row against the published CUDA build, satnet._cuda, where that built). The
@@ -55,6 +59,7 @@ def time_backend(backend: str, args) -> dict:
 
     device = torch.device("cuda" if backend in ("gpu", "published_gpu") else "cpu")
     published = backend.startswith("published")
+    _setup(device, args)
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     layer = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps, k=args.k,
@@ -102,6 +107,45 @@ def time_backend(backend: str, args) -> dict:
             "forward_backward_s": statistics.median(both), "forward_backward_best_s": min(both),
             "peak_mib": peak,
             "threads": torch.get_num_threads()}
+
+
+def _setup(device: torch.device, args) -> None:
+    """The layer's GEMMs outside the sweeps at --gemm (the kernel's precision stays the
+    SATGROUND_CPU_PRECISION of the run)."""
+    from satground.satnet import check_setup
+    check_setup(device, None, args.gemm)
+
+
+def time_ranks(args) -> dict:
+    """The cpu layer at k = 32 and at --k, one call of each in turn, in one process: the same
+    moments of a shared machine's load fall on both, so the ratio of each pair of calls is
+    steadier than the ratio of two rows timed one after the other."""
+    from satground.satnet import SATNet
+
+    _setup(torch.device("cpu"), args)
+    z, is_input = sudoku_batch(args.batch, args.givens, torch.Generator().manual_seed(0))
+    weights = torch.linspace(-1, 1, 729)
+    layers = {}
+    for k in (32, args.k):
+        torch.manual_seed(0)
+        layers[k] = SATNet(729, args.m, args.aux, max_iter=args.max_iter, eps=args.eps, k=k,
+                           backend="cpu")
+
+    def call(k):
+        zz = z.detach().requires_grad_()
+        t0 = time.perf_counter()
+        (layers[k](zz, is_input) * weights).sum().backward()
+        return time.perf_counter() - t0
+
+    for k in layers:  # warm-up: the kernel's build loads, BLAS spins up
+        call(k)
+    times = {32: [], args.k: []}
+    for i in range(args.repeats):  # the order alternates too, so neither is always second
+        for k in ((32, args.k) if i % 2 == 0 else (args.k, 32)):
+            times[k].append(call(k))
+    ratios = [a / b for a, b in zip(times[32], times[args.k])]
+    return {"k32_s": statistics.median(times[32]), "k_s": statistics.median(times[args.k]),
+            "ratio": statistics.median(ratios), "pairs": args.repeats}
 
 
 def gemm_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -157,13 +201,17 @@ def main():
     parser.add_argument("--ranks", nargs="+", type=int, default=[],
                         help="also time the cpu backend at these SDP ranks k (rows 'cpu k=16'; "
                              "each --precisions too), against its k = 32 twin")
+    parser.add_argument("--gemm", default="fp32", choices=["fp32", "bf16", "auto"],
+                        help="the layer's GEMMs outside the sweeps (satnet.gemm): fp32, the "
+                             "published; auto, the default profile's (bf16 where the kernel "
+                             "takes bf16 products)")
     parser.add_argument("--k", type=int, default=32, help=argparse.SUPPRESS)  # internal: --one's rank
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: time one backend, print JSON
     args = parser.parse_args()
     os.environ["SATGROUND_CPU_TARGET"] = args.target
 
     if args.one:
-        print(json.dumps(time_backend(args.one, args)))
+        print(json.dumps(time_ranks(args) if args.one == "ranks" else time_backend(args.one, args)))
         return
 
     gpu = torch.cuda.is_available()
@@ -187,7 +235,7 @@ def main():
     k = 32
     print(f"SATNet n=729 m={args.m} aux={args.aux} batch={args.batch} givens={args.givens} "
           f"max_iter={args.max_iter} eps={args.eps} k={k} (rows marked k=16 etc.: that rank); "
-          f"torch {torch.__version__}, "
+          f"GEMMs outside the sweeps: {args.gemm}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     print(f"CPU: {cpu_model()}; cpu kernel: --target {args.target}, tile "
           f"{cpu.tile_shape(torch.float32)}"
@@ -212,6 +260,20 @@ def main():
         if rank != 32:
             result["backend"] += f" k={rank}"
         results.append(result)
+    paired = []  # each other rank against k = 32, calls alternated in one process
+    for k in ranks[1:]:
+        for precision in precisions:
+            for eps in dict.fromkeys([args.eps, 0.0]):
+                settings = dict(vars(args), eps=eps, k=k)
+                cmd = [sys.executable, __file__, "--one", "ranks"] + [
+                    f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
+                    if name not in ("one", "no_reference", "precisions", "ranks")]
+                env = dict(os.environ,
+                           **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
+                line = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                      env=env).stdout
+                paired.append(dict(json.loads(line.strip().splitlines()[-1]), k=k, eps=eps,
+                                   backend="cpu" + (f" {precision}" if precision else "")))
     reference = next((r for r in results if r["backend"] == "reference"), None)
     # each fast backend against the published build on its own device
     published_runs = {(r["backend"], r["sweeps"], r["eps"]): r for r in results
@@ -240,6 +302,11 @@ def main():
                   f"{twin['forward_backward_s'] / r['forward_backward_s']:.2f}x the k=32 "
                   f"forward+backward's speed (k=32 {twin['forward_backward_s']:.3f} s, "
                   f"k={r['k']} {r['forward_backward_s']:.3f} s)")
+    for r in paired:
+        print(f"rank, paired: {r['backend']} k={r['k']} ({args.max_iter} sweeps, eps {r['eps']:g}) "
+              f"runs {r['ratio']:.2f}x the k=32 forward+backward's speed (median of {r['pairs']} "
+              f"pairs of calls alternated in one process; medians k=32 {r['k32_s']:.3f} s, "
+              f"k={r['k']} {r['k_s']:.3f} s)")
     if not published:
         print("published code (locuslab/SATNet's satnet package) not importable: no ratio")
     elif gpu and not published_gpu:

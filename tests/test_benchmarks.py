@@ -34,3 +34,26 @@ def test_gemm_precision_prints_each_gemm_and_the_whole_call(capsys):
         bf16_error, fp32_error = row.rstrip(" |").split(" | ")[-1].replace("(", "").replace(")", "").split()
         assert 1e-4 < float(bf16_error) < 2e-2 and float(fp32_error) < 1e-5
     assert "forward+backward, 2 sweeps, kernel products fp32: fp32 GEMMs" in out
+
+
+def test_the_paired_rank_timing_alternates_the_two_layers(monkeypatch):
+    """satnet_speed.py's `rank, paired` line: after a warm-up call of each, the k = 32 layer and
+    the other rank's are called in turn, the order alternating, as many pairs as --repeats."""
+    import argparse
+
+    satnet_speed = script("benchmarks", "satnet_speed")
+    calls = []
+    from satground.satnet import layer as satnet_layer
+
+    forward = satnet_layer.SATNet.forward
+
+    def counted(self, *a, **kw):
+        calls.append(self.k)
+        return forward(self, *a, **kw)
+
+    monkeypatch.setattr(satnet_layer.SATNet, "forward", counted)
+    args = argparse.Namespace(batch=2, givens=36, m=60, aux=10, max_iter=2, eps=0.0, k=16,
+                              repeats=4, gemm="fp32")
+    out = satnet_speed.time_ranks(args)
+    assert calls == [32, 16, 32, 16, 16, 32, 32, 16, 16, 32]  # warm-up, then alternating orders
+    assert out["pairs"] == 4 and out["k32_s"] > 0 and out["k_s"] > 0 and out["ratio"] > 0

@@ -52,7 +52,7 @@ def test_a_level_this_cpu_lacks_is_refused_in_one_line(monkeypatch):
 def compile_and_run(compiler: list[str], flags: list[str], tmp_path: Path, runner=()):
     exe = tmp_path / "kernel_check"
     done = subprocess.run([*compiler, "-O3", "-std=gnu11", "-Wall", "-Wextra", "-Werror", *flags,
-                           "-o", str(exe), str(CHECK), "-lm"], capture_output=True, text=True)
+                           "-o", str(exe), str(CHECK), "-lm", "-pthread"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = subprocess.run([*runner, str(exe)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -80,7 +80,7 @@ def test_kernel_check_fails_a_wrong_kernel(tmp_path):
     (tmp_path / "satground" / "satnet" / "mixing.c").write_text(broken)
     shutil.copy(CHECK, tmp_path / "tests")
     exe = tmp_path / "check"
-    subprocess.run(["cc", "-O2", "-o", str(exe), str(tmp_path / "tests" / CHECK.name), "-lm"],
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(tmp_path / "tests" / CHECK.name), "-lm", "-pthread"],
                    check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True)
     assert out.returncode == 1 and "FAILED" in out.stdout
@@ -106,7 +106,7 @@ def test_aarch64_cross_build_compiles_without_warnings(double, tmp_path):
         pytest.skip(f"{AARCH64_CC} not installed (Debian gcc-aarch64-linux-gnu; .ci/run has it)")
     flags = cpu.CFLAGS + ["-mcpu=neoverse-v1", "-Wall", "-Wextra", "-Werror"]
     done = subprocess.run([AARCH64_CC, *flags, *["-DDOUBLE"] * double, "-o",
-                           str(tmp_path / "mixing.so"), str(cpu.SOURCE), "-lm"],
+                           str(tmp_path / "mixing.so"), str(cpu.SOURCE), "-lm", "-pthread"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert b"neon 8x3" in (tmp_path / "mixing.so").read_bytes()

@@ -1,7 +1,9 @@
 /* The CPU backend's sweeps: one sample's mixing-method forward and Gauss-Seidel backward over
  * its free variables only. Compiled at first use by cpu.py, once for float32 and once with
- * -DDOUBLE, for the target cpu.py names (this CPU by default); cpu.py holds the math and the
- * per-sample threading.
+ * -DDOUBLE, for the target cpu.py names (this CPU by default); cpu.py holds the math. A pass
+ * over a batch shares its samples out to threads, one whole sample at a time (run); a forward
+ * that a backward will follow keeps each sample's set-up (C's free rows packed), so that the
+ * backward does not redo it.
  *
  * Both passes update row q from g_q = sum_{j != q} C_qj x_j over the free variables, rows before
  * q already updated (the fixed variables' share of the forward's g is computed once, as F).
@@ -16,6 +18,7 @@
  * 2 bf16.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -696,77 +699,173 @@ static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const RE
     }
 }
 
-/* Forward sweeps, in place on V (N x k) and gnrm (N). Returns the sweeps run, or -1 when out
- * of memory. */
-int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
-                REAL *V, int max_iter, REAL eps, REAL *gnrm, int precision)
+/* One pass over a batch: its arguments, and the next sample a thread takes. Sample b's rows of
+ * is_free, V, gnrm, a and U start at b times their per-sample size; C and order are shared. */
+struct pass {
+    const REAL *C;
+    int N, k, B, precision;
+    const int64_t *order;
+    const uint8_t *is_free;
+    REAL *V, *gnrm;            /* the forward's, in place; the backward reads them */
+    int max_iter, *sweeps;     /* forward: written (sweeps run); backward: read */
+    REAL eps, prox_lam;
+    const REAL *a;             /* backward */
+    REAL *U;                   /* backward */
+    struct sample *kept;       /* B samples the forward set up for the backward, or NULL */
+    int backward, next, failed;
+};
+
+/* The bf16 pairs of the swept vectors back to zero (the backward's U starts at 0) */
+static void pairs_clear(struct sample *s)
 {
-    struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free, precision)) {
-        sample_free(&s);
-        return -1;
-    }
-    int nf = s.nf, kp = s.kp, sweeps;
-    REAL *Vc = zeroed((size_t)nf * kp), *Fc = zeroed((size_t)(nf + TROWS) * kp);
-    REAL *g = zeroed((size_t)AMX_ROWS * kp), *dv = zeroed(kp);
-    if (!Vc || !Fc || !g || !dv || fixed_part(&s, C, N, V, k, Fc)) {
-        sweeps = -1;
+    size_t bytes = (size_t)s->depth * s->kp * 2;
+    if (s->Xhi)
+        memset(s->Xhi, 0, bytes);
+    if (s->Xlo)
+        memset(s->Xlo, 0, bytes);
+}
+
+/* Sample b's forward sweeps, in place on its V (N x k) and gnrm (N). Returns the sweeps run,
+ * or -1 when out of memory. */
+static int forward_one(const struct pass *p, int b)
+{
+    struct sample local, *s = p->kept ? p->kept + b : &local;
+    int N = p->N, k = p->k, sweeps = -1;
+    REAL *V = p->V + (size_t)b * N * k, *gnrm = p->gnrm + (size_t)b * N;
+    REAL *Vc = NULL, *Fc = NULL, *g = NULL, *dv = NULL;
+    if (sample_init(s, p->C, N, k, p->order, p->is_free + (size_t)b * N, p->precision))
         goto done;
-    }
-    gather(s.f, nf, V, k, kp, Vc);
-    if (s.pairs)
+    int nf = s->nf, kp = s->kp;
+    Vc = zeroed((size_t)nf * kp), Fc = zeroed((size_t)(nf + TROWS) * kp);
+    g = zeroed((size_t)AMX_ROWS * kp), dv = zeroed(kp);
+    if (!Vc || !Fc || !g || !dv || fixed_part(s, p->C, N, V, k, Fc))
+        goto done;
+    gather(s->f, nf, V, k, kp, Vc);
+    if (s->pairs)
         for (int q = 0; q < nf; q++)
-            pairs_set_row(&s, q, Vc + (size_t)q * kp);
-    if (s.amx)
+            pairs_set_row(s, q, Vc + (size_t)q * kp);
+    if (s->amx)
         amx_configure(); /* held by this thread while the sample's sweeps run */
-    sweeps = forward_sweeps(&s, Vc, Fc, g, dv, max_iter, eps, gnrm);
-    if (s.amx)
+    sweeps = forward_sweeps(s, Vc, Fc, g, dv, p->max_iter, p->eps, gnrm);
+    if (s->amx)
         amx_release();
-    scatter(s.f, nf, Vc, k, kp, V);
+    scatter(s->f, nf, Vc, k, kp, V);
 done:
     free(Vc);
     free(Fc);
     free(g);
     free(dv);
-    sample_free(&s);
+    if (!p->kept) /* a kept sample is freed by mix_release */
+        sample_free(s);
     return sweeps;
 }
 
-/* Gauss-Seidel sweeps of the backward system, U (N x k) written for the free variables (the
- * fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
-int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
-                 const REAL *V, const REAL *gnrm, const REAL *a, int sweeps, REAL prox_lam,
-                 REAL *U, int precision)
+/* Sample b's Gauss-Seidel sweeps of the backward system, its U (N x k) written for the free
+ * variables (the fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
+static int backward_one(const struct pass *p, int b)
 {
-    struct sample s;
-    if (sample_init(&s, C, N, k, order, is_free, precision)) {
-        sample_free(&s);
-        return -1;
-    }
-    int nf = s.nf, kp = s.kp, status = 0;
-    REAL *Vc = zeroed((size_t)nf * kp), *Ac = zeroed((size_t)nf * kp);
-    REAL *Uc = zeroed((size_t)nf * kp);
-    REAL *h = zeroed((size_t)AMX_ROWS * kp), *du = zeroed(kp);
-    if (!Vc || !Ac || !Uc || !h || !du) {
-        status = -1;
+    struct sample local, *s = p->kept ? p->kept + b : &local;
+    int N = p->N, k = p->k, status = -1;
+    size_t at = (size_t)b * N * k;
+    REAL *Vc = NULL, *Ac = NULL, *Uc = NULL, *h = NULL, *du = NULL;
+    if (p->kept) /* as the forward left it: only the vectors' pairs change */
+        pairs_clear(s);
+    else if (sample_init(s, p->C, N, k, p->order, p->is_free + (size_t)b * N, p->precision))
         goto done;
-    }
-    gather(s.f, nf, V, k, kp, Vc);
-    gather(s.f, nf, a, k, kp, Ac);
-    if (s.amx) /* U starts at 0: so do its bf16 pairs */
+    int nf = s->nf, kp = s->kp;
+    Vc = zeroed((size_t)nf * kp), Ac = zeroed((size_t)nf * kp), Uc = zeroed((size_t)nf * kp);
+    h = zeroed((size_t)AMX_ROWS * kp), du = zeroed(kp);
+    if (!Vc || !Ac || !Uc || !h || !du)
+        goto done;
+    gather(s->f, nf, p->V + at, k, kp, Vc);
+    gather(s->f, nf, p->a + at, k, kp, Ac);
+    if (s->amx) /* U starts at 0: so do its bf16 pairs */
         amx_configure();
-    backward_sweeps(&s, Uc, Vc, Ac, h, du, sweeps, gnrm, prox_lam);
-    if (s.amx)
+    backward_sweeps(s, Uc, Vc, Ac, h, du, p->sweeps[b], p->gnrm + (size_t)b * N, p->prox_lam);
+    if (s->amx)
         amx_release();
-    scatter(s.f, nf, Uc, k, kp, U);
+    scatter(s->f, nf, Uc, k, kp, p->U + at);
+    status = 0;
 done:
     free(Vc);
     free(Ac);
     free(Uc);
     free(h);
     free(du);
-    sample_free(&s);
+    if (!p->kept)
+        sample_free(s);
     return status;
+}
+
+/* A thread's share of a pass: samples taken one at a time until none is left */
+static void *work(void *arg)
+{
+    struct pass *p = arg;
+    for (int b; (b = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->B;) {
+        int r = p->backward ? backward_one(p, b) : forward_one(p, b);
+        if (r < 0)
+            __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+        else if (!p->backward)
+            p->sweeps[b] = r;
+    }
+    return NULL;
+}
+
+/* The pass over `threads` threads, this one among them (fewer if one cannot start: the samples
+ * are shared out as threads ask). Returns 0, or -1 when a sample ran out of memory. */
+static int run(struct pass *p, int threads)
+{
+    pthread_t helper[64];
+    int started = 0;
+    threads = threads < 1 ? 1 : threads > 65 ? 65 : threads;
+    while (started < threads - 1 && !pthread_create(&helper[started], NULL, work, p))
+        started++;
+    work(p);
+    for (int t = 0; t < started; t++)
+        pthread_join(helper[t], NULL);
+    return p->failed ? -1 : 0;
+}
+
+/* Forward sweeps of B samples, in place on V (B x N x k) and gnrm (B x N); sweeps (B) gets
+ * the sweeps each ran. keep: non-NULL to keep the samples as set up (C's free rows packed)
+ * for mix_backward, stored there (free it with mix_release), else NULL. Returns 0, or -1 when
+ * out of memory. */
+int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
+                int B, REAL *V, int max_iter, REAL eps, REAL *gnrm, int *sweeps, int precision,
+                int threads, void **keep)
+{
+    struct pass p = {.C = C, .N = N, .k = k, .B = B, .precision = precision, .order = order,
+                     .is_free = is_free, .V = V, .gnrm = gnrm, .max_iter = max_iter,
+                     .sweeps = sweeps, .eps = eps};
+    if (keep) {
+        *keep = p.kept = calloc(B > 0 ? B : 1, sizeof(struct sample));
+        if (!p.kept)
+            return -1;
+    }
+    return run(&p, threads);
+}
+
+/* Gauss-Seidel sweeps of B samples' backward systems (sweeps[b] each), U (B x N x k) written
+ * for the free variables. kept: what mix_forward kept of these samples (same C, order,
+ * is_free, k, precision), or NULL to set them up again. Returns 0, or -1 when out of memory. */
+int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
+                 int B, const REAL *V, const REAL *gnrm, const REAL *a, const int *sweeps,
+                 REAL prox_lam, REAL *U, int precision, int threads, void *kept)
+{
+    struct pass p = {.C = C, .N = N, .k = k, .B = B, .precision = precision, .order = order,
+                     .is_free = is_free, .V = (REAL *)V, .gnrm = (REAL *)gnrm,
+                     .sweeps = (int *)sweeps, .prox_lam = prox_lam, .a = a, .U = U,
+                     .kept = kept, .backward = 1};
+    return run(&p, threads);
+}
+
+/* Frees what mix_forward kept of its B samples */
+void mix_release(void *kept, int B)
+{
+    struct sample *s = kept;
+    for (int b = 0; s && b < B; b++)
+        sample_free(s + b);
+    free(s);
 }
 
 /* 1 where the float build runs the bf16x3 AMX tiles (k padded to 16 or 32), else 0 */
