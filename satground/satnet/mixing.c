@@ -605,6 +605,80 @@ static int fixed_part(const struct sample *s, const REAL *C, int N, const REAL *
     return status;
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && !defined(DOUBLE) && !defined(MIXING_PORTABLE)
+#define ROWS_IN_REGISTERS 1 /* kp = 16: a group's g's (or h's) held in zmm registers */
+#include <immintrin.h>
+
+/* The sum of 16 lanes, halving as the compiler's vectorised reductions of the generic loops do
+ * (8 + 8, 4 + 4, 2 + 2, 1 + 1), so that both give the same bits */
+static inline float lanes_sum(__m512 x)
+{
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55)));
+}
+
+/* The forward's updates of a whole group of R rows at kp = 16, the same arithmetic as the
+ * generic loops in forward_sweeps, with the group's g's in registers: each row's update waits
+ * on the row before it (its norm, square root and division), and a g kept in memory would add a
+ * store and a reload to every link of that chain. Inlined with R a constant. */
+static inline __attribute__((always_inline)) void
+forward_rows16(struct sample *s, int grp, int R, const REAL *g, REAL *Vc, REAL *gnrm,
+               REAL *delta)
+{
+    __m512 G[AMX_ROWS > TROWS ? AMX_ROWS : TROWS];
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    int q0 = grp * R;
+    for (int r = 0; r < R; r++)
+        G[r] = _mm512_loadu_ps(g + r * 16);
+    for (int r = 0; r < R; r++) {
+        int q = q0 + r;
+        REAL *vq = Vc + (size_t)q * 16;
+        REAL gn = sqrtf(lanes_sum(_mm512_mul_ps(G[r], G[r])));
+        if (gn <= TINY)
+            continue;
+        REAL inv = 1 / gn;
+        __m512 v_new = _mm512_xor_ps(_mm512_mul_ps(G[r], _mm512_set1_ps(inv)), sign);
+        __m512 dv = _mm512_sub_ps(v_new, _mm512_loadu_ps(vq));
+        _mm512_storeu_ps(vq, v_new);
+        if (s->pairs)
+            pairs_set_row(s, q, vq);
+        gnrm[s->f[q]] = gn;
+        *delta += gn * lanes_sum(_mm512_mul_ps(dv, dv));
+        for (int p = r + 1; p < R; p++)
+            G[p] = _mm512_fmadd_ps(_mm512_set1_ps(COEF(s, grp, r, p)), dv, G[p]);
+    }
+}
+
+/* The backward's, likewise */
+static inline __attribute__((always_inline)) void
+backward_rows16(struct sample *s, int grp, int R, const REAL *h, REAL *Uc, const REAL *Vc,
+                const REAL *Ac, const REAL *gnrm, REAL prox_lam)
+{
+    __m512 H[AMX_ROWS > TROWS ? AMX_ROWS : TROWS];
+    int q0 = grp * R;
+    for (int r = 0; r < R; r++)
+        H[r] = _mm512_loadu_ps(h + r * 16);
+    for (int r = 0; r < R; r++) {
+        int q = q0 + r;
+        REAL *uq = Uc + (size_t)q * 16;
+        __m512 vq = _mm512_loadu_ps(Vc + (size_t)q * 16);
+        __m512 hv = _mm512_set1_ps(lanes_sum(_mm512_mul_ps(H[r], vq)));
+        REAL inv = 1 / (gnrm[s->f[q]] + prox_lam);
+        __m512 u_new = _mm512_mul_ps(
+            _mm512_add_ps(_mm512_fmsub_ps(hv, vq, H[r]), _mm512_loadu_ps(Ac + (size_t)q * 16)),
+            _mm512_set1_ps(inv));
+        __m512 du = _mm512_sub_ps(u_new, _mm512_loadu_ps(uq));
+        _mm512_storeu_ps(uq, u_new);
+        if (s->pairs)
+            pairs_set_row(s, q, uq);
+        for (int p = r + 1; p < R; p++)
+            H[p] = _mm512_fmadd_ps(_mm512_set1_ps(COEF(s, grp, r, p)), du, H[p]);
+    }
+}
+#endif
+
 /* The forward's sweeps on the compact arrays; returns the sweeps run. */
 static int forward_sweeps(struct sample *s, REAL *Vc, const REAL *Fc, REAL *g, REAL *dv,
                           int max_iter, REAL eps, REAL *gnrm)
@@ -622,6 +696,15 @@ static int forward_sweeps(struct sample *s, REAL *Vc, const REAL *Fc, REAL *g, R
                 for (int c = 0; c < kp; c++)
                     g[r * kp + c] += fq[c] - cqq * vq[c];
             }
+#ifdef ROWS_IN_REGISTERS
+            if (kp == 16 && rows == s->R) { /* a whole group, at the default's rank */
+                if (s->R == AMX_ROWS)
+                    forward_rows16(s, grp, AMX_ROWS, g, Vc, gnrm, &delta);
+                else
+                    forward_rows16(s, grp, TROWS, g, Vc, gnrm, &delta);
+                continue;
+            }
+#endif
             for (int r = 0; r < rows; r++) {
                 int q = q0 + r;
                 REAL *gr = g + r * kp, *vq = Vc + (size_t)q * kp;
@@ -674,6 +757,15 @@ static void backward_sweeps(struct sample *s, REAL *Uc, const REAL *Vc, const RE
                 for (int c = 0; c < kp; c++)
                     h[r * kp + c] -= cqq * uq[c];
             }
+#ifdef ROWS_IN_REGISTERS
+            if (kp == 16 && rows == s->R) {
+                if (s->R == AMX_ROWS)
+                    backward_rows16(s, grp, AMX_ROWS, h, Uc, Vc, Ac, gnrm, prox_lam);
+                else
+                    backward_rows16(s, grp, TROWS, h, Uc, Vc, Ac, gnrm, prox_lam);
+                continue;
+            }
+#endif
             for (int r = 0; r < rows; r++) {
                 int q = q0 + r;
                 REAL *hr = h + r * kp, *uq = Uc + (size_t)q * kp;
