@@ -38,11 +38,11 @@ def main():
     def gradients(sweeps):
         """S.grad and z.grad with the backward's sweeps: None = the forward's, n > 0 = at most
         n, n < 0 = exactly -n."""
-        def capped(C, V, gnrm, free, order, iters, prox_lam, a, kept=None):
+        def capped(C, V, gnrm, free, order, iters, prox_lam, a):
             forward_sweeps.append(iters)
             if sweeps is not None:
                 iters = iters.clamp(max=sweeps) if sweeps > 0 else torch.full_like(iters, -sweeps)
-            return full_backward(C, V, gnrm, free, order, iters, prox_lam, a, kept)
+            return full_backward(C, V, gnrm, free, order, iters, prox_lam, a)
         cpu.mix_backward = capped  # this process only: the layer looks its backend up by name
         layer.zero_grad()
         zz = z.clone().requires_grad_()

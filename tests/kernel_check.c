@@ -130,18 +130,15 @@ static double check(int N, int m, int k, int sweeps)
     }
     memcpy(V1, V0, sizeof(REAL) * N * k);
     memcpy(V2, V0, sizeof(REAL) * N * k);
-    /* one sample, on one thread, its set-up kept from the forward for the backward */
-    int ran = 0;
-    void *kept = NULL;
-    double worst = mix_forward(C, N, k, order, free_, 1, V1, sweeps, 0, g1, &ran, 0, 1, &kept)
-                       ? INFINITY : 0;
+    int ran = 0; /* one sample, on one thread */
+    double worst = mix_forward(C, N, k, order, free_, 1, V1, sweeps, 0, g1, &ran, 0, 1) ? INFINITY
+                                                                                       : 0;
     plain_forward(C, N, k, order, free_, V2, sweeps, g2);
     worst = ran == sweeps ? worst : INFINITY;
     double dv = largest_difference(V1, V2, (size_t)N * k), dg = largest_difference(g1, g2, N);
     int sweeps_run[1] = {sweeps};
-    if (mix_backward(C, N, k, order, free_, 1, V2, g2, a, sweeps_run, (REAL)0.1, U1, 0, 1, kept))
+    if (mix_backward(C, N, k, order, free_, 1, V2, g2, a, sweeps_run, (REAL)0.1, U1, 0, 1))
         worst = INFINITY;
-    mix_release(kept, 1);
     plain_backward(C, N, k, order, free_, V2, g2, a, sweeps, (REAL)0.1, U2);
     double du = largest_difference(U1, U2, (size_t)N * k);
     double scale = 1;

@@ -136,10 +136,10 @@ def test_nonfinite_outputs_raise(monkeypatch):
 
     solve = reference.mix_forward
 
-    def broken(C, V, free, order, max_iter, eps, keep=False):
-        V, gnrm, iters, kept = solve(C, V, free, order, max_iter, eps, keep)
+    def broken(C, V, free, order, max_iter, eps):
+        V, gnrm, iters = solve(C, V, free, order, max_iter, eps)
         V[2] = math.nan
-        return V, gnrm, iters, kept
+        return V, gnrm, iters
 
     monkeypatch.setattr(reference, "mix_forward", broken)
     z, is_input, _, _ = problem()

@@ -373,10 +373,10 @@ class Reread:
     def reader_training(self, kind: str | None = None) -> dict:
         """solver.reread.train_reader's settings for a `kind` reader (default: `reader`): lr,
         batch_size, augment, and for a cnn reader alone its width and label smoothing."""
-        width = ({"width": self.width, "label_smoothing": self.label_smoothing}
-                 if (kind or self.reader) == "cnn" else {})
+        cnn_only = ({"width": self.width, "label_smoothing": self.label_smoothing}
+                    if (kind or self.reader) == "cnn" else {})
         return {"lr": self.reader_lr, "batch_size": self.reader_batch_size,
-                "augment": dataclasses.asdict(self.augment), **width}
+                "augment": dataclasses.asdict(self.augment), **cnn_only}
 
     def check(self, where: str) -> None:
         if self.width != Reread.width and self.reader != "cnn":

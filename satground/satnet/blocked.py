@@ -39,7 +39,6 @@ def _unpermute(order, x):
 
 
 def mix_forward(C, V, free, order, max_iter, eps, block_kernel):
-    """reference.mix_forward's contract, without its kept: (V, gnrm, iters)"""
     N, B = C.shape[0], V.shape[0]
     C, (Vp, freep) = _permuted(C, order, V, free)
     flat = Vp.view(N, -1)

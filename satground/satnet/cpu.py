@@ -33,8 +33,6 @@ The product runs on one of two tiles:
 The batch is split over torch's thread count, one whole sample per task, by one call into the
 kernel per pass (its own threads; ctypes releases the GIL meanwhile), and no BLAS call runs while
 they do (numba's and torch's thread pools switching every block is slow; docs/satnet-layer.md).
-A forward that a backward will follow keeps each sample's set-up for it (`Kept`): packing C's
-free rows is work the backward would otherwise repeat.
 
 Why C rather than numba: numba's vectoriser kept its tile at 256 bits and could not hold a tile
 of vector accumulators in registers, so it ran at about a third of a GEMM's rate. The source is
@@ -157,12 +155,10 @@ def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(target_path))
     real, ptr, i32 = (ctypes.c_float if dtype == torch.float32 else ctypes.c_double,
                       ctypes.c_void_p, ctypes.c_int)
-    lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, i32, ptr, i32, real, ptr, ptr, i32, i32,
-                                ptr]
+    lib.mix_forward.argtypes = [ptr, i32, i32, ptr, ptr, i32, ptr, i32, real, ptr, ptr, i32, i32]
     lib.mix_backward.argtypes = [ptr, i32, i32, ptr, ptr, i32, ptr, ptr, ptr, ptr, real, ptr, i32,
-                                 i32, ptr]
+                                 i32]
     lib.mix_forward.restype = lib.mix_backward.restype = i32
-    lib.mix_release.argtypes, lib.mix_release.restype = [ptr, i32], None
     lib.bf16x3_available.restype = lib.bf16_available.restype = i32
     lib.tile_shape.restype = ctypes.c_char_p
     return lib
@@ -229,47 +225,25 @@ def _threads(batch: int) -> int:
     return max(1, min(torch.get_num_threads(), batch))
 
 
-class Kept:
-    """A batch's samples as mix_forward set them up (each one's free rows of C packed for the
-    product tile, its in-group blocks), kept for mix_backward, which would otherwise redo that
-    work; the memory is the kernel's, freed by release() or when this object goes."""
-
-    def __init__(self, lib: ctypes.CDLL, handle: ctypes.c_void_p, batch: int):
-        self._lib, self._handle, self._batch = lib, handle, batch
-
-    def handle(self) -> ctypes.c_void_p | None:
-        return self._handle
-
-    def release(self) -> None:
-        if self._handle:
-            self._lib.mix_release(self._handle, self._batch)
-            self._handle = None
-
-    __del__ = release
-
-
 def _checked(status: int) -> None:
     if status < 0:
         raise MemoryError("SATNet cpu backend: out of memory for a sample's sweeps")
 
 
-def mix_forward(C, V, free, order, max_iter, eps, keep=False):
+def mix_forward(C, V, free, order, max_iter, eps):
     B, N, k = V.shape
     V, free = V.contiguous().clone(), free.contiguous()
     gnrm = torch.zeros(B, N, dtype=V.dtype)
     iters = torch.zeros(B, dtype=torch.int32)
     C, order = C.contiguous(), order.contiguous()  # visited in `order`: nothing is permuted
     lib, precision = _library(V.dtype), _precision()
-    handle = ctypes.c_void_p()
-    status = lib.mix_forward(C.data_ptr(), N, k, order.data_ptr(), free.data_ptr(), B,
+    _checked(lib.mix_forward(C.data_ptr(), N, k, order.data_ptr(), free.data_ptr(), B,
                              V.data_ptr(), int(max_iter), eps, gnrm.data_ptr(), iters.data_ptr(),
-                             precision, _threads(B), ctypes.byref(handle) if keep else None)
-    kept = Kept(lib, handle, B) if keep else None
-    _checked(status)
-    return V, gnrm, iters.long(), kept
+                             precision, _threads(B)))
+    return V, gnrm, iters.long()
 
 
-def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, kept=None):
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
     B, N, k = V.shape
     C, V, gnrm, free, a, order = (x.contiguous() for x in (C, V, gnrm, free, a, order))
     U = torch.zeros_like(V)
@@ -277,6 +251,5 @@ def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, kept=None):
     lib, precision = _library(V.dtype), _precision()
     _checked(lib.mix_backward(C.data_ptr(), N, k, order.data_ptr(), free.data_ptr(), B,
                               V.data_ptr(), gnrm.data_ptr(), a.data_ptr(), sweeps.data_ptr(),
-                              prox_lam, U.data_ptr(), precision, _threads(B),
-                              kept.handle() if kept is not None else None))
+                              prox_lam, U.data_ptr(), precision, _threads(B)))
     return U

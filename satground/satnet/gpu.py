@@ -82,9 +82,9 @@ def _backward_kernel(H, Cb, start, V, U, free, active, gnrm, a, prox_lam):
                           b, B, k=k, BK=triton.next_power_of_2(k), BB=blocked.BLOCK)
 
 
-def mix_forward(C, V, free, order, max_iter, eps, keep=False):
-    return *blocked.mix_forward(C, V, free, order, max_iter, eps, _forward_kernel), None
+def mix_forward(C, V, free, order, max_iter, eps):
+    return blocked.mix_forward(C, V, free, order, max_iter, eps, _forward_kernel)
 
 
-def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, kept=None):
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam, a):
     return blocked.mix_backward(C, V, gnrm, free, order, iters, prox_lam, a, _backward_kernel)

@@ -161,13 +161,12 @@ class SweepCount:
 class MixingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, z, is_input, max_iter, eps, prox_lam, k, backend_name, generator,
-                drop=None, count=None, backward_sweeps=None, C=None, low=None, keep=False):
+                drop=None, count=None, backward_sweeps=None, C=None, low=None):
         """drop: optional (B,) bool, samples whose gradient is zero (see SATNet's nonfinite);
         count: a SweepCount the sweeps run are added to; backward_sweeps: the most sweeps a
         sample's backward runs (None: as many as its forward ran, the published rule);
         C: S S^T when the caller holds it (None: computed here); low: the GEMMs' input dtype
-        (check_setup's gemm; None: S's); keep: a backward will follow, so the backend keeps
-        what it set up for it (the caller knows: autograd turns grad mode off in here)."""
+        (check_setup's gemm; None: S's)."""
         B, n = z.shape
         N = S.shape[0]
         # variable 0 is truth (an input fixed at z = 1), then problem variables, then aux
@@ -185,7 +184,7 @@ class MixingFunction(torch.autograd.Function):
         backend = _backend(backend_name, S.device)
         if C is None:  # the Gram matrix every sweep reads, kept for the backward
             C = gram(S, low)
-        V, gnrm, iters, ctx.kept = backend.mix_forward(C, V, free, order, max_iter, eps, keep)
+        V, gnrm, iters = backend.mix_forward(C, V, free, order, max_iter, eps)
         if count is not None:
             count.sweeps += int(iters.sum())
             count.samples += B
@@ -225,9 +224,7 @@ class MixingFunction(torch.autograd.Function):
         a[:, 1:n + 1] = (dz / math.pi)[:, :, None] * tangent
         a = a * free[:, :, None]
 
-        U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a, ctx.kept)
-        if ctx.kept is not None:  # freed now: a second backward (retain_graph) sets up anew
-            ctx.kept.release()
+        U = ctx.backend.mix_backward(C, V, gnrm, free, order, iters, ctx.prox_lam, a)
 
         # dL/dz at inputs: v_i = (-cos pi z, sign sin pi z, 0..), dv/dz = pi (sin, sign cos)
         # and dL/dv_i = -(Phi s_i) for a fixed variable, Phi = U^T S per sample; only its first
@@ -257,8 +254,7 @@ class MixingFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:  # a frozen S (the classifier tuned through SATNet) needs none
             W = _mm(U.transpose(0, 1).reshape(N, B * k), V.transpose(0, 1).reshape(N, B * k).T, ctx.low)
             dS = -_mm(W + W.T, S, ctx.low)
-        return (dS, dz_in, None, None, None, None, None, None, None, None, None, None, None, None,
-                None)
+        return dS, dz_in, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 class SATNet(nn.Module):
@@ -343,9 +339,7 @@ class SATNet(nn.Module):
         out = MixingFunction.apply(self.S, z, is_input, max_iter, eps,
                                    self.prox_lam, self.k, self.backend, generator, drop,
                                    self.sweep_count, self.backward_sweeps,
-                                   self._gram(self.S, _gemm_dtype), _gemm_dtype,
-                                   torch.is_grad_enabled() and (self.S.requires_grad
-                                                                or z.requires_grad))
+                                   self._gram(self.S, _gemm_dtype), _gemm_dtype)
         finite = _finite_rows(out)
         if not finite.all():
             raise NonFiniteError(f"SATNet: non-finite outputs in sample(s) {_samples(~finite)} "

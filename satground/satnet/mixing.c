@@ -1,9 +1,7 @@
 /* The CPU backend's sweeps: one sample's mixing-method forward and Gauss-Seidel backward over
  * its free variables only. Compiled at first use by cpu.py, once for float32 and once with
  * -DDOUBLE, for the target cpu.py names (this CPU by default); cpu.py holds the math. A pass
- * over a batch shares its samples out to threads, one whole sample at a time (run); a forward
- * that a backward will follow keeps each sample's set-up (C's free rows packed), so that the
- * backward does not redo it.
+ * over a batch shares its samples out to threads, one whole sample at a time (run).
  *
  * Both passes update row q from g_q = sum_{j != q} C_qj x_j over the free variables, rows before
  * q already updated (the fixed variables' share of the forward's g is computed once, as F).
@@ -803,25 +801,14 @@ struct pass {
     REAL eps, prox_lam;
     const REAL *a;             /* backward */
     REAL *U;                   /* backward */
-    struct sample *kept;       /* B samples the forward set up for the backward, or NULL */
     int backward, next, failed;
 };
-
-/* The bf16 pairs of the swept vectors back to zero (the backward's U starts at 0) */
-static void pairs_clear(struct sample *s)
-{
-    size_t bytes = (size_t)s->depth * s->kp * 2;
-    if (s->Xhi)
-        memset(s->Xhi, 0, bytes);
-    if (s->Xlo)
-        memset(s->Xlo, 0, bytes);
-}
 
 /* Sample b's forward sweeps, in place on its V (N x k) and gnrm (N). Returns the sweeps run,
  * or -1 when out of memory. */
 static int forward_one(const struct pass *p, int b)
 {
-    struct sample local, *s = p->kept ? p->kept + b : &local;
+    struct sample sample, *s = &sample;
     int N = p->N, k = p->k, sweeps = -1;
     REAL *V = p->V + (size_t)b * N * k, *gnrm = p->gnrm + (size_t)b * N;
     REAL *Vc = NULL, *Fc = NULL, *g = NULL, *dv = NULL;
@@ -847,8 +834,7 @@ done:
     free(Fc);
     free(g);
     free(dv);
-    if (!p->kept) /* a kept sample is freed by mix_release */
-        sample_free(s);
+    sample_free(s);
     return sweeps;
 }
 
@@ -856,13 +842,11 @@ done:
  * variables (the fixed ones' rows are left as they are). Returns 0, or -1 when out of memory. */
 static int backward_one(const struct pass *p, int b)
 {
-    struct sample local, *s = p->kept ? p->kept + b : &local;
+    struct sample sample, *s = &sample;
     int N = p->N, k = p->k, status = -1;
     size_t at = (size_t)b * N * k;
     REAL *Vc = NULL, *Ac = NULL, *Uc = NULL, *h = NULL, *du = NULL;
-    if (p->kept) /* as the forward left it: only the vectors' pairs change */
-        pairs_clear(s);
-    else if (sample_init(s, p->C, N, k, p->order, p->is_free + (size_t)b * N, p->precision))
+    if (sample_init(s, p->C, N, k, p->order, p->is_free + (size_t)b * N, p->precision))
         goto done;
     int nf = s->nf, kp = s->kp;
     Vc = zeroed((size_t)nf * kp), Ac = zeroed((size_t)nf * kp), Uc = zeroed((size_t)nf * kp);
@@ -884,8 +868,7 @@ done:
     free(Uc);
     free(h);
     free(du);
-    if (!p->kept)
-        sample_free(s);
+    sample_free(s);
     return status;
 }
 
@@ -918,46 +901,29 @@ static int run(struct pass *p, int threads)
     return p->failed ? -1 : 0;
 }
 
-/* Forward sweeps of B samples, in place on V (B x N x k) and gnrm (B x N); sweeps (B) gets
- * the sweeps each ran. keep: non-NULL to keep the samples as set up (C's free rows packed)
- * for mix_backward, stored there (free it with mix_release), else NULL. Returns 0, or -1 when
- * out of memory. */
+/* Forward sweeps of B samples on `threads` threads, in place on V (B x N x k) and gnrm
+ * (B x N); sweeps (B) gets the sweeps each ran. Returns 0, or -1 when out of memory. */
 int mix_forward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
                 int B, REAL *V, int max_iter, REAL eps, REAL *gnrm, int *sweeps, int precision,
-                int threads, void **keep)
+                int threads)
 {
     struct pass p = {.C = C, .N = N, .k = k, .B = B, .precision = precision, .order = order,
                      .is_free = is_free, .V = V, .gnrm = gnrm, .max_iter = max_iter,
                      .sweeps = sweeps, .eps = eps};
-    if (keep) {
-        *keep = p.kept = calloc(B > 0 ? B : 1, sizeof(struct sample));
-        if (!p.kept)
-            return -1;
-    }
     return run(&p, threads);
 }
 
 /* Gauss-Seidel sweeps of B samples' backward systems (sweeps[b] each), U (B x N x k) written
- * for the free variables. kept: what mix_forward kept of these samples (same C, order,
- * is_free, k, precision), or NULL to set them up again. Returns 0, or -1 when out of memory. */
+ * for the free variables. Returns 0, or -1 when out of memory. */
 int mix_backward(const REAL *C, int N, int k, const int64_t *order, const uint8_t *is_free,
                  int B, const REAL *V, const REAL *gnrm, const REAL *a, const int *sweeps,
-                 REAL prox_lam, REAL *U, int precision, int threads, void *kept)
+                 REAL prox_lam, REAL *U, int precision, int threads)
 {
     struct pass p = {.C = C, .N = N, .k = k, .B = B, .precision = precision, .order = order,
                      .is_free = is_free, .V = (REAL *)V, .gnrm = (REAL *)gnrm,
                      .sweeps = (int *)sweeps, .prox_lam = prox_lam, .a = a, .U = U,
-                     .kept = kept, .backward = 1};
+                     .backward = 1};
     return run(&p, threads);
-}
-
-/* Frees what mix_forward kept of its B samples */
-void mix_release(void *kept, int B)
-{
-    struct sample *s = kept;
-    for (int b = 0; s && b < B; b++)
-        sample_free(s + b);
-    free(s);
 }
 
 /* 1 where the float build runs the bf16x3 AMX tiles (k padded to 16 or 32), else 0 */

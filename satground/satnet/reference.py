@@ -14,14 +14,12 @@ import torch
 TINY = 1e-12  # a ||g_i|| below this leaves v_i where it is (its gradient is then zeroed)
 
 
-def mix_forward(C, V, free, order, max_iter: int, eps: float, keep: bool = False):
+def mix_forward(C, V, free, order, max_iter: int, eps: float):
     """Minimise <C, V V^T> (C = S S^T) over the free unit vectors by the mixing method, in place
     on V.
 
     v_i <- -g_i / ||g_i||, g_i = sum_{j != i} C_ij v_j.
-    Returns (V, gnrm (B, N): ||g_i|| of each variable's last update, iters (B,) long, kept).
-    kept: what a backend keeps for mix_backward when asked (`keep`); None here, which keeps
-    nothing.
+    Returns (V, gnrm (B, N): ||g_i|| of each variable's last update, iters (B,) long).
     """
     B = V.shape[0]
     gnrm = torch.zeros(B, C.shape[0], dtype=V.dtype, device=V.device)
@@ -49,15 +47,14 @@ def mix_forward(C, V, free, order, max_iter: int, eps: float, keep: bool = False
         active &= ~(delta < threshold)
         if not active.any():
             break
-    return V, gnrm, iters, None
+    return V, gnrm, iters
 
 
-def mix_backward(C, V, gnrm, free, order, iters, prox_lam: float, a, kept=None):
+def mix_backward(C, V, gnrm, free, order, iters, prox_lam: float, a):
     """Solve P (C - D_sii + D_g + prox_lam I) P U = a (C = S S^T) by Gauss-Seidel sweeps.
 
     P projects each row onto the tangent space of v_i; a must already be projected.
-    Each sample runs as many sweeps as its forward did; kept: mix_forward's (unused here).
-    Returns U (B, N, k).
+    Each sample runs as many sweeps as its forward did. Returns U (B, N, k).
     """
     U = torch.zeros_like(V)
     for sweep in range(int(iters.max().item()) if iters.numel() else 0):
