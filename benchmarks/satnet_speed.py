@@ -148,6 +148,17 @@ def time_ranks(args) -> dict:
             "ratio": statistics.median(ratios), "pairs": args.repeats}
 
 
+def _in_a_process(one: str, settings: dict, precision: str | None) -> dict:
+    """`--one one` (a backend, or `ranks`) at these settings in a fresh process, at
+    SATGROUND_CPU_PRECISION `precision` where given: its JSON line."""
+    cmd = [sys.executable, __file__, "--one", one] + [
+        f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
+        if name not in ("one", "no_reference", "precisions", "ranks")]
+    env = dict(os.environ, **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
+    line = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(line.strip().splitlines()[-1])
+
+
 def gemm_gflops(size: int = 1024, repeats: int = 10) -> float:
     """fp32 rate of a plain square GEMM on this machine, this thread count (best of repeats)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
@@ -248,13 +259,8 @@ def main():
     for backend, max_iter, eps, precision, rank in runs:
         # a fresh process per run, so the peak-RSS growth is that backend's alone
         settings = dict(vars(args), max_iter=max_iter, eps=eps, k=rank)
-        cmd = [sys.executable, __file__, "--one", backend] + [
-            f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
-            if name not in ("one", "no_reference", "precisions", "ranks")]
-        env = dict(os.environ, **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
-        line = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-        result = dict(json.loads(line.strip().splitlines()[-1]), sweeps=max_iter, eps=eps, k=rank,
-                      precision=precision)
+        result = dict(_in_a_process(backend, settings, precision), sweeps=max_iter, eps=eps,
+                      k=rank, precision=precision)
         if precision:
             result["backend"] = f"cpu {precision}"
         if rank != 32:
@@ -264,15 +270,8 @@ def main():
     for k in ranks[1:]:
         for precision in precisions:
             for eps in dict.fromkeys([args.eps, 0.0]):
-                settings = dict(vars(args), eps=eps, k=k)
-                cmd = [sys.executable, __file__, "--one", "ranks"] + [
-                    f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
-                    if name not in ("one", "no_reference", "precisions", "ranks")]
-                env = dict(os.environ,
-                           **({"SATGROUND_CPU_PRECISION": precision} if precision else {}))
-                line = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                                      env=env).stdout
-                paired.append(dict(json.loads(line.strip().splitlines()[-1]), k=k, eps=eps,
+                result = _in_a_process("ranks", dict(vars(args), eps=eps, k=k), precision)
+                paired.append(dict(result, k=k, eps=eps,
                                    backend="cpu" + (f" {precision}" if precision else "")))
     reference = next((r for r in results if r["backend"] == "reference"), None)
     # each fast backend against the published build on its own device
