@@ -283,6 +283,37 @@ def test_cpu_kernel_without_a_working_compiler_says_so(cc, message, monkeypatch,
     assert list(tmp_path.iterdir()) == []  # no half-built library left behind
 
 
+def test_the_cpu_kernel_gives_the_same_bits_on_any_thread_count():
+    """A pass shares its samples out to the kernel's threads (torch's thread count, at most one
+    a sample): each sample is one thread's from start to end, so one thread, a few, or more
+    threads than samples give the same vectors, norms, sweeps and backward bit for bit. (The
+    layer's torch ops around the kernel are torch's to keep or not.)"""
+    from satground.satnet import cpu
+    from satground.satnet.layer import init_vectors
+
+    g = torch.Generator().manual_seed(0)
+    B, N, k = 5, 300, 16
+    S = torch.randn(N, 120, generator=g) / 12
+    free = torch.rand(B, N, generator=g) < 0.6
+    free[:, 0] = False
+    V, _ = init_vectors(torch.rand(B, N, generator=g), ~free, k, g)
+    order = torch.randperm(N, generator=g)
+    a = torch.randn(B, N, k, generator=g) * free[:, :, None]
+    C = S @ S.T
+    threads, results = torch.get_num_threads(), []
+    try:
+        for n in (1, 3, 16):
+            torch.set_num_threads(n)
+            Vn, gnrm, iters = cpu.mix_forward(C, V, free, order, 30, 1e-4)
+            U = cpu.mix_backward(C, Vn, gnrm, free, order, iters, 0.01, a)
+            results.append((Vn, gnrm, iters, U))
+    finally:
+        torch.set_num_threads(threads)
+    assert results[0][2].min() > 1 and results[0][3].abs().sum() > 0
+    for other in results[1:]:
+        assert all(torch.equal(x, y) for x, y in zip(results[0], other))
+
+
 def test_cpu_backend_matches_reference_with_early_stopping():
     ref, cpu = layer_pair("cpu", 30, 40, 8, torch.float64, max_iter=200, eps=1e-3)
     z, is_input, w = random_problem(30, 5, 3)

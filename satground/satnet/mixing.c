@@ -890,14 +890,14 @@ static void *work(void *arg)
  * are shared out as threads ask). Returns 0, or -1 when a sample ran out of memory. */
 static int run(struct pass *p, int threads)
 {
-    pthread_t helper[64];
+    pthread_t *helper = threads > 1 ? malloc(sizeof(pthread_t) * (threads - 1)) : NULL;
     int started = 0;
-    threads = threads < 1 ? 1 : threads > 65 ? 65 : threads;
-    while (started < threads - 1 && !pthread_create(&helper[started], NULL, work, p))
+    while (helper && started < threads - 1 && !pthread_create(&helper[started], NULL, work, p))
         started++;
     work(p);
     for (int t = 0; t < started; t++)
         pthread_join(helper[t], NULL);
+    free(helper);
     return p->failed ? -1 : 0;
 }
 
