@@ -123,6 +123,7 @@ def our_variants(solvers: dict, params) -> dict:
     checked by SATNet. The proofreader sits on the final reader: re-read, or as trained."""
     reread, views = params.reread.reader != "none", params.evaluate.views
     folds, starts, rounds = params.evaluate.check_folds, params.evaluate.starts, params.evaluate.check_rounds
+    context = params.evaluate.check_context
     proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
     variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
                 + ["proofreader"] * proofread}
@@ -133,9 +134,10 @@ def our_variants(solvers: dict, params) -> dict:
                 variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
         variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts,
-                                      rounds=rounds)
+                                      rounds=rounds, context=context)
         if proofread:
-            variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts, rounds=rounds)
+            variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts, rounds=rounds,
+                                                      context=context)
     return {name: variants[name] for name in OUR_VARIANTS if name in variants}
 
 

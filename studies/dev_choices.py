@@ -1,7 +1,8 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3] [--out FILE.csv]
+        [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3]
+        [--check-contexts givens solved] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -14,7 +15,8 @@ reader is the one re-read at params.yaml's. --views reads each image in that man
 (`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
 evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
-default: params.yaml's). --intervals adds each row's 95 % interval of exact and every blank right
+default: params.yaml's); --check-contexts with each of what SATNet sees beside the other givens
+(`evaluate.check_context`). --intervals adds each row's 95 % interval of exact and every blank right
 over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
 the dev images' digits, so it reports and never decides). A choice is made on the label-free columns, every blank right and blank cells right
 (docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
@@ -32,7 +34,7 @@ from satground.harness.io import seed_everything
 from satground.readers.views import VIEW_COUNTS, ReaderViews
 from satground.solver.models import VisualSolver, load_solver
 from satground.harness.params import load_params
-from satground.solver.check import Checked
+from satground.solver.check import CONTEXTS, Checked
 from satground.satnet import check_setup
 from satground.harness.stage import stage_device
 from satground.solver.training import solution_digits
@@ -60,6 +62,8 @@ def main(argv=None):
                         help="weights of SATNet's inference against the reader's in the check (1 = equal)")
     parser.add_argument("--check-rounds", type=int, nargs="+",
                         help="evaluate.check_rounds values to score (default: params.yaml's)")
+    parser.add_argument("--check-contexts", nargs="+", choices=CONTEXTS,
+                        help="evaluate.check_context values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
                         help="each row's 95 % interval over the dev images and boards (reports only)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
@@ -81,21 +85,22 @@ def main(argv=None):
     readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
                for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
+    contexts = args.check_contexts or [params.evaluate.check_context]
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows = []
-    for ((proofreader, name, n, views), model), folds, starts, weight, rounds in itertools.product(
-            readers.items(), args.folds, args.starts, args.check_weights, check_rounds):
+    for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context in itertools.product(
+            readers.items(), args.folds, args.starts, args.check_weights, check_rounds, contexts):
         if folds == 0 and (starts != args.starts[0] or weight != args.check_weights[0]
-                           or rounds != check_rounds[0]):
-            continue  # starts, the weight and the rounds act on the checked rows only: one unchecked row
+                           or rounds != check_rounds[0] or context != contexts[0]):
+            continue  # starts, the weight, the rounds, the context act on the checked rows only: one unchecked row
         seed_everything(params.seed)
         start = time.perf_counter()
-        solver = Checked(model, folds, starts, weight, rounds) if folds else model
+        solver = Checked(model, folds, starts, weight, rounds, context) if folds else model
         digits = solution_digits(solver.to(device), dev, batch_size, device)
         scores = solution_metrics(digits, solution, dev)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts if folds else 1, "check_weight": weight if folds else "",
-                     "check_rounds": rounds if folds else "",
+                     "check_rounds": rounds if folds else "", "check_context": context if folds else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         if args.intervals:

@@ -272,6 +272,41 @@ def test_the_checks_later_rounds_see_the_last_rounds_checked_readings():
     assert len(model.solver.shown) == 3 * 2 + 2
 
 
+@pytest.mark.parametrize("context", ["solved", "solved_soft"])
+def test_the_check_can_see_the_blanks_as_satnet_solves_them(context):
+    """evaluate.check_context: each round first solves the board from its readings (one pass that
+    sees the givens alone), then infers each fold from the other givens and every blank as solved:
+    one-hot at SATNet's most likely digit ("solved") or its outputs renormalised ("solved_soft");
+    a misreading is overruled as before."""
+    boards, solutions, model, images, z = misread_givens_before_an_oracle()
+
+    class Vague(OracleSolver):  # the true digit likeliest, never certain
+        def forward(self, z_in, is_input):
+            self.shown.append((z_in.clone(), is_input.clone()))
+            return torch.where(is_input.repeat_interleave(K, 1), z_in, 0.9 * self.truth + 0.01)
+
+    solver = Vague(solutions)
+    checked = checked_readings(solver, z, boards.is_input, folds=3, context=context)
+    assert len(solver.shown) == 1 + 3
+    solve_in, solve_seen = solver.shown[0]
+    assert torch.equal(solve_seen, boards.is_input) and torch.equal(solve_in, z)
+    blanks = solver.truth if context == "solved" else (0.9 * solver.truth + 0.01) / (0.9 + 0.01 * K)
+    blank = (~boards.is_input).repeat_interleave(K, 1)
+    hidden = torch.zeros_like(boards.is_input)
+    for z_in, seen in solver.shown[1:]:
+        out = boards.is_input & ~seen
+        assert torch.equal(seen, ~out)  # every blank and every other given shown
+        assert torch.allclose(z_in[blank], blanks[blank])
+        assert (z_in.reshape(len(z_in), -1, K)[out] == 0).all()
+        hidden |= out
+    assert torch.equal(hidden, boards.is_input)
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1)[boards.is_input] - 1
+    assert torch.equal(checked.reshape(len(boards), -1, K).argmax(2)[boards.is_input], truth)
+    assert (checked.reshape(len(boards), -1, K)[~boards.is_input] == 0).all()
+    with pytest.raises(ValueError, match="context"):
+        checked_readings(solver, z, boards.is_input, folds=3, context="solution")
+
+
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
     """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
     both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is

@@ -416,6 +416,10 @@ class Evaluate:
                        "random starts (ours); 1 = one start", low=1, high=64)
     check_rounds: int = knob(1, "the check's rounds: each later round's SATNet sees the other givens' "
                              "readings as the round before checked them (ours); 1 = one check", low=1, high=16)
+    check_context: str = knob("givens", "what SATNet sees beside the other givens when the check infers "
+                              "a fold: givens = nothing more; solved = every blank as SATNet solves the "
+                              "board from the round's readings, its most likely digit; solved_soft = its "
+                              "outputs, renormalised per cell (ours)", choices=("givens", "solved", "solved_soft"))
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
                       "6-degree rotations, 9 = and the image 6 % smaller and larger, 11 = and its "
