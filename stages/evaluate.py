@@ -124,6 +124,7 @@ def our_variants(solvers: dict, params) -> dict:
     reread, views = params.reread.reader != "none", params.evaluate.views
     folds, starts, rounds = params.evaluate.check_folds, params.evaluate.starts, params.evaluate.check_rounds
     context = params.evaluate.check_context
+    verify = (params.evaluate.verify_doubtful, params.evaluate.verify_weight, params.evaluate.verify_rounds)
     proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
     variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
                 + ["proofreader"] * proofread}
@@ -134,10 +135,10 @@ def our_variants(solvers: dict, params) -> dict:
                 variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
     if folds:
         variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts,
-                                      rounds=rounds, context=context)
+                                      rounds=rounds, context=context, verify=verify)
         if proofread:
             variants["proofreader_checked"] = Checked(variants["proofreader"], folds, starts, rounds=rounds,
-                                                      context=context)
+                                                      context=context, verify=verify)
     return {name: variants[name] for name in OUR_VARIANTS if name in variants}
 
 

@@ -2,7 +2,8 @@
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
         [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3]
-        [--check-contexts givens solved] [--out FILE.csv]
+        [--check-contexts givens solved] [--verify-doubtful 0 4] [--verify-weights 1]
+        [--verify-rounds 1 2] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -16,7 +17,9 @@ reader is the one re-read at params.yaml's. --views reads each image in that man
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
 evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
 default: params.yaml's); --check-contexts with each of what SATNet sees beside the other givens
-(`evaluate.check_context`). --intervals adds each row's 95 % interval of exact and every blank right
+(`evaluate.check_context`); --verify-doubtful, --verify-weights and --verify-rounds verify the
+checked readings by solving, at each setting (`evaluate.verify_doubtful`, `verify_weight`,
+`verify_rounds`; default: params.yaml's). --intervals adds each row's 95 % interval of exact and every blank right
 over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
 the dev images' digits, so it reports and never decides). A choice is made on the label-free columns, every blank right and blank cells right
 (docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
@@ -64,6 +67,12 @@ def main(argv=None):
                         help="evaluate.check_rounds values to score (default: params.yaml's)")
     parser.add_argument("--check-contexts", nargs="+", choices=CONTEXTS,
                         help="evaluate.check_context values to score (default: params.yaml's)")
+    parser.add_argument("--verify-doubtful", type=int, nargs="+",
+                        help="evaluate.verify_doubtful values to score (default: params.yaml's)")
+    parser.add_argument("--verify-weights", type=float, nargs="+",
+                        help="evaluate.verify_weight values to score (default: params.yaml's)")
+    parser.add_argument("--verify-rounds", type=int, nargs="+",
+                        help="evaluate.verify_rounds values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
                         help="each row's 95 % interval over the dev images and boards (reports only)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
@@ -86,21 +95,25 @@ def main(argv=None):
                for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
     contexts = args.check_contexts or [params.evaluate.check_context]
+    weights, v_rounds = args.verify_weights or [params.evaluate.verify_weight], args.verify_rounds or [params.evaluate.verify_rounds]
+    verifies = list(dict.fromkeys((d, w, r) if d else (0, weights[0], v_rounds[0]) for d, w, r in itertools.product(
+        args.verify_doubtful or [params.evaluate.verify_doubtful], weights, v_rounds)))  # doubtful 0: one row
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows = []
-    for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context in itertools.product(
-            readers.items(), args.folds, args.starts, args.check_weights, check_rounds, contexts):
+    for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context, verify in itertools.product(
+            readers.items(), args.folds, args.starts, args.check_weights, check_rounds, contexts, verifies):
         if folds == 0 and (starts != args.starts[0] or weight != args.check_weights[0]
-                           or rounds != check_rounds[0] or context != contexts[0]):
+                           or rounds != check_rounds[0] or context != contexts[0] or verify != verifies[0]):
             continue  # starts, the weight, the rounds, the context act on the checked rows only: one unchecked row
         seed_everything(params.seed)
         start = time.perf_counter()
-        solver = Checked(model, folds, starts, weight, rounds, context) if folds else model
+        solver = Checked(model, folds, starts, weight, rounds, context, verify) if folds else model
         digits = solution_digits(solver.to(device), dev, batch_size, device)
         scores = solution_metrics(digits, solution, dev)
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts if folds else 1, "check_weight": weight if folds else "",
                      "check_rounds": rounds if folds else "", "check_context": context if folds else "",
+                     "verify": "{} x{:g} r{}".format(*verify) if folds and verify[0] else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         if args.intervals:

@@ -9,7 +9,7 @@ from satground.boards.data import build_visual_boards, onehot
 from satground.readers.digitcnn import DigitReader
 from satground.readers.lenet import LeNet
 from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
-from satground.solver.check import Checked, checked_readings
+from satground.solver.check import Checked, checked_readings, verified_readings
 from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 from satground.boards.sudoku import generate_puzzles
 from satground.harness.params import Reread
@@ -305,6 +305,53 @@ def test_the_check_can_see_the_blanks_as_satnet_solves_them(context):
     assert (checked.reshape(len(boards), -1, K)[~boards.is_input] == 0).all()
     with pytest.raises(ValueError, match="context"):
         checked_readings(solver, z, boards.is_input, folds=3, context="solution")
+
+
+class Consistent(OracleSolver):
+    """Solves a board the surer the fewer of its shown givens are wrong: each blank's output is
+    the true digit with weight 0.5 ** (wrong givens shown), the rest spread evenly."""
+
+    def forward(self, z_in, is_input):
+        self.shown.append((z_in.clone(), is_input.clone()))
+        B = len(z_in)
+        truth = self.truth.reshape(B, -1, K)
+        wrong = ((z_in.reshape(B, -1, K).argmax(2) != truth.argmax(2)) & is_input).sum(1)
+        sure = (0.5 ** wrong.float())[:, None, None]
+        blanks = (sure * truth + (1 - sure) / K).reshape(B, -1)
+        return torch.where(is_input.repeat_interleave(K, 1), z_in, blanks)
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_the_verify_takes_the_second_reading_whose_solve_satnet_is_surer_of(rounds):
+    """evaluate.verify_*: the least sure givens are tried at their second reading, a solve per try;
+    a board takes its best try where the solve's gain outweighs the readings' log odds (one a
+    round: a board misread twice needs two rounds); doubtful 0 or weight 0 change nothing."""
+    boards, digits, solutions = boards_with_index_images()
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)  # read as the next digit, the true one second (log odds -0.5)
+    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
+                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    model = VisualSolver(IndexReader(logits), Consistent(solutions))
+    given = boards.is_input
+    z = model.input_probs(boards.images[boards.cell_image[given]], given)
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1) - 1
+    wrong_before = (z.reshape(len(boards), -1, K).argmax(2) != truth) & given
+    doubtful = int(wrong_before.sum(1).max()) + 1
+    assert (wrong_before.sum(1) >= 2).any() and (wrong_before.sum(1) == 1).any()
+
+    verified = verified_readings(model.solver, z, given, doubtful, rounds=rounds)
+    assert len(model.solver.shown) == rounds * (doubtful + 1)
+    for z_in, seen in model.solver.shown:  # every given shown one-hot, nothing hidden
+        assert torch.equal(seen, given)
+        assert torch.equal(z_in.reshape(len(boards), -1, K).sum(2), given.float())
+    wrong_after = (verified.reshape(len(boards), -1, K).argmax(2) != truth) & given
+    assert torch.equal(wrong_after.sum(1), (wrong_before.sum(1) - rounds).clamp_min(0))
+    same = wrong_after == wrong_before  # a given left alone keeps its reading; a taken one swaps its top two
+    assert torch.equal(verified.reshape(len(boards), -1, K)[same], z.reshape(len(boards), -1, K)[same])
+    taken = verified.reshape(len(boards), -1, K)[~same].sort(1).values
+    assert torch.equal(taken, z.reshape(len(boards), -1, K)[~same].sort(1).values)
+    assert torch.equal(verified_readings(model.solver, z, given, 0), z)
+    assert torch.equal(verified_readings(model.solver, z, given, doubtful, weight=0.0), z)
 
 
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():

@@ -7,6 +7,11 @@ check may run in rounds, each round's SATNet seeing the last round's checked rea
 also see the board's blanks as it solves them (`context`): beside a whole row, column and box a
 hidden given is one digit, where the other givens alone often leave two or three. With several
 random starts the final solve averages SATNet's outputs.
+
+A check that hides a given asks SATNet to deduce it from the others, which it does far worse than
+it solves a whole board. So the checked readings may also be verified by solving
+(`verified_readings`): the board is solved once as read, and once per doubtful given at its second
+reading; a solve SATNet is surer of is evidence for the reading behind it.
 Nothing here reads a label or the Sudoku rules: the rules come from the trained SATNet.
 """
 from __future__ import annotations
@@ -69,22 +74,74 @@ def checked_readings(solver, z: torch.Tensor, is_input: torch.Tensor, folds: int
     return checked.reshape(B, C * K)
 
 
+def solve_surety(solver, digits: torch.Tensor, is_input: torch.Tensor, n_digits: int) -> torch.Tensor:
+    """(B,) how sure SATNet is of its solve of boards whose givens show `digits` (B, C; 0-based,
+    one-hot): the sum over the blank cells of the log of its top output, renormalised per cell,
+    the log-probability of the solve it would answer."""
+    B, C = is_input.shape
+    shown = torch.nn.functional.one_hot(digits.clamp_min(0), n_digits).float() * is_input.unsqueeze(2)
+    out = solver(shown.reshape(B, -1), is_input).reshape(B, C, n_digits).float().clamp_min(0)
+    top = (out.max(2).values / out.sum(2).clamp_min(1e-12)).clamp_min(1e-6)
+    return (top.log() * ~is_input).sum(1)
+
+
+@torch.no_grad()
+def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful: int, weight: float = 1.0,
+                      rounds: int = 1) -> torch.Tensor:
+    """The readings verified by solving: per board, the `doubtful` givens whose likeliest reading
+    is least sure are each tried at their second likeliest, one at a time; each try's board is
+    solved (`solve_surety`). A try wins where its readings' log odds (second against first) plus
+    `weight` times its solve's gain in surety over the board as read is above 0; a board takes its
+    best winning try, if any, by swapping that given's two likeliest probabilities. `rounds`
+    repeats this from the readings so far. Costs (doubtful + 1) SATNet passes a round; with
+    `doubtful` 0 the readings pass unchanged.
+
+    solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
+    B, C = is_input.shape
+    K = z.shape[1] // C
+    readings, rows = z.reshape(B, C, K).clone(), torch.arange(B)
+    doubtful = min(doubtful, int(is_input.sum(1).min()))
+    for _ in range(rounds if doubtful else 0):
+        top = readings.topk(2, dim=2)
+        digits = torch.where(is_input, top.indices[..., 0], -1)
+        as_read = solve_surety(solver, digits, is_input, K)
+        tried = torch.where(is_input, top.values[..., 0], 2.0).argsort(1)[:, :doubtful]  # least sure givens
+        gains = []
+        for g in tried.T:
+            second = digits.clone()
+            second[rows, g] = top.indices[rows, g, 1]
+            log_odds = top.values[rows, g, 1].clamp_min(1e-4).log() - top.values[rows, g, 0].clamp_min(1e-4).log()
+            gains.append(log_odds + weight * (solve_surety(solver, second, is_input, K) - as_read))
+        gains = torch.stack(gains, 1)
+        best = gains.argmax(1)
+        win, g = gains[rows, best] > 0, tried[rows, best]
+        first, second = top.indices[rows, g, 0], top.indices[rows, g, 1]
+        swapped = readings[rows, g].clone()
+        swapped[rows, first], swapped[rows, second] = top.values[rows, g, 1], top.values[rows, g, 0]
+        readings[rows[win], g[win]] = swapped[win]
+    return readings.reshape(B, C * K)
+
+
 class Checked(VisualSolver):
     """A visual solver whose readings SATNet checks (`checked_readings`) before it solves the
     board: test time only, one SATNet pass per fold more. With `starts` > 1 the final solve is
     the mean of SATNet's outputs from that many random starts of its vectors: the mixing method
     ends in a different local optimum from each start, and their mean errs less than one.
     `weight`: SATNet's inference against the reader's reading; `rounds`: the check's rounds
-    (`checked_readings`); `context`: what SATNet sees beside the other givens (CONTEXTS)."""
+    (`checked_readings`); `context`: what SATNet sees beside the other givens (CONTEXTS);
+    `verify` (doubtful, weight, rounds): the checked readings then verified by solving
+    (`verified_readings`; doubtful 0: not)."""
 
     def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0,
-                 rounds: int = 1, context: str = "givens"):
+                 rounds: int = 1, context: str = "givens", verify: tuple[int, float, int] = (0, 1.0, 1)):
         super().__init__(model.classifier, model.solver)
         self.folds, self.starts, self.weight, self.rounds, self.context = folds, starts, weight, rounds, context
+        self.verify = verify
 
     def input_probs(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
-        return checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds,
-                                self.weight, self.rounds, self.context)
+        checked = checked_readings(self.solver, super().input_probs(images, is_input), is_input, self.folds,
+                                   self.weight, self.rounds, self.context)
+        return verified_readings(self.solver, checked, is_input, *self.verify)
 
     def forward(self, images: torch.Tensor, is_input: torch.Tensor) -> torch.Tensor:
         z = self.input_probs(images, is_input)

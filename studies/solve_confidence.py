@@ -1,0 +1,145 @@
+"""Does SATNet's solve tell a board with a wrong given from the same board with every given
+right? A report on the dev boards, toward a check that compares whole readings.
+
+    python studies/solve_confidence.py [--out FILE.csv]
+
+The check (satground.solver.check) asks SATNet to infer a hidden given from the other givens, and
+SATNet does that far worse than it solves a board (docs/studies/fashion9.md, "the check is the
+cap"). A check could instead solve the board once per candidate reading of a doubtful given and
+keep the reading whose solve SATNet is surest of. This measures whether that signal exists.
+Per dev board: every given shown as its TRUE digit, and the same board with its first given
+shown as the reader's likeliest wrong digit (the misreading it would make). Each is solved; a
+score of the solve is computed over the blank cells; the row gives how often the true board
+scores higher, beside how often the check's own opinions of that given (SATNet inferring it from
+the other true givens; that times the reader's reading) prefer the true digit to that wrong one.
+It reads the dev givens' true digits, so it reports and never decides a setting.
+"""
+import argparse
+import time
+from dataclasses import replace
+
+import torch
+
+from common import show_rows
+from satground.boards.data import load_boards
+from satground.harness.io import seed_everything
+from satground.harness.params import load_params
+from satground.harness.stage import stage_device
+from satground.readers.views import ReaderViews
+from satground.satnet import check_setup
+from satground.solver.check import checked_readings
+from satground.solver.models import VisualSolver, load_solver
+from satground.solver.training import predict
+
+
+def solve_score(outputs: torch.Tensor, blanks: torch.Tensor) -> torch.Tensor:
+    """(B,) how sure a solve is: the sum over the blank cells of the log of SATNet's top output,
+    renormalised per cell."""
+    return (outputs.max(2).values.clamp_min(1e-6).log() * blanks).sum(1)
+
+
+def pct(flags: torch.Tensor) -> float:
+    return round(100 * flags.float().mean().item(), 1)
+
+
+
+@torch.no_grad()
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--prepared", default="data/prepared")
+    parser.add_argument("--models", default="models")
+    parser.add_argument("--doubtful", type=int, default=4, help="givens a board tried at their second reading")
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0, 4.0],
+                        help="the solve score's weight against the prior's log odds")
+    parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
+    args = parser.parse_args(argv)
+
+    params = load_params(args.params)
+    device, batch_size = stage_device(), params.evaluate.batch_size
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
+    dev = load_boards(args.prepared, "dev")
+    solution = load_boards(args.prepared, "dev", view="grounded").labels.long()
+    final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
+    B, C, K, given = len(dev), dev.n_cells, dev.n_digits, dev.is_input
+    model = load_solver(f"{args.models}/{final}", boards=dev, kind="visual").to(device)
+    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
+    readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(B, C, K)
+
+    def solve(shown: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """SATNet's outputs (B, C, K), renormalised per cell, the `shown` cells given as `labels`."""
+        out = predict(model.solver, replace(dev, is_input=shown, labels=labels), batch_size, device)
+        out = out.reshape(B, C, K).clamp_min(0)
+        return out / out.sum(2, keepdim=True).clamp_min(1e-12)
+
+    rows_ = torch.arange(B)
+    first = given.long().argmax(1)  # each board's first given
+    truth = solution[rows_, first] - 1
+    wrong_probs = readings[rows_, first].clone()
+    wrong_probs[rows_, truth] = -1
+    wrong = wrong_probs.argmax(1)  # the reader's likeliest wrong digit there
+    misread = solution.clone()
+    misread[rows_, first] = wrong + 1
+
+    seed_everything(params.seed)
+    start = time.perf_counter()
+    blanks = ~given
+    right_score = solve_score(solve(given, solution), blanks)
+    wrong_score = solve_score(solve(given, misread), blanks)
+    hidden = given.clone()
+    hidden[rows_, first] = False
+    inferred = solve(hidden, solution)[rows_, first]
+    rows = [{"opinion": "solve score (sum of log top over the blanks)", "true preferred %": pct(right_score > wrong_score)}]
+    for name, p in (("SATNet inferring the given from the other true givens", inferred),
+                    ("the reader's reading", readings[rows_, first]),
+                    ("the check's product of both", inferred.clamp_min(1e-4) * readings[rows_, first].clamp_min(1e-4))):
+        rows.append({"opinion": name, "true preferred %": pct(p[rows_, truth] > p[rows_, wrong])})
+    show_rows(rows, f"{B} dev boards, every other given true: the first given true or misread "
+              f"({time.perf_counter() - start:.1f} s)", None)
+
+    # the realistic case: every given as read, each board's `doubtful` least sure givens tried at
+    # their second reading, one at a time, kept where prior and solve score together prefer it
+    digits = solution - 1
+    rows = []
+    for prior_name in ("reader", "check"):
+        start = time.perf_counter()
+        prior = readings if prior_name == "reader" else checked_readings(
+            model.solver, readings.reshape(B, -1), given, params.evaluate.check_folds, 1.0,
+            params.evaluate.check_rounds, params.evaluate.check_context).reshape(B, C, K)
+        top = prior.topk(2, dim=2)
+        first_choice = torch.where(given, top.indices[..., 0], -1)
+        base = solve_score(solve(given, (first_choice + 1).clamp_min(0)), blanks)
+        sure = torch.where(given, top.values[..., 0], 2.0)
+        doubtful = sure.argsort(1)[:, :args.doubtful]
+        gain_log_prior, gain_score = [], []
+        for j in range(args.doubtful):
+            g = doubtful[:, j]
+            labels = (first_choice + 1).clamp_min(0)
+            labels[rows_, g] = top.indices[rows_, g, 1] + 1
+            gain_score.append(solve_score(solve(given, labels), blanks) - base)
+            gain_log_prior.append(top.values[rows_, g, 1].clamp_min(1e-4).log() - top.values[rows_, g, 0].clamp_min(1e-4).log())
+        gain_score, gain_log_prior = torch.stack(gain_score, 1), torch.stack(gain_log_prior, 1)
+        wrong_before = given & (first_choice != digits)
+        cand_truth = top.indices[rows_[:, None], doubtful, 1] == digits[rows_[:, None], doubtful]
+        cand_wrong = wrong_before[rows_[:, None], doubtful]
+        for weight in args.weights:
+            flip = gain_log_prior + weight * gain_score > 0
+            flip &= gain_score == gain_score.masked_fill(~flip, -float("inf")).max(1, keepdim=True).values  # one a board
+            fixed, broken = int((flip & cand_wrong & cand_truth).sum()), int((flip & ~cand_wrong).sum())
+            wrong_after = int(wrong_before.sum()) - fixed + broken
+            rows.append({"prior": prior_name, "solve weight": weight, "givens wrong before": int(wrong_before.sum()),
+                         "in the doubtful, second reading true": int((cand_wrong & cand_truth).sum()),
+                         "fixed": fixed, "broken": broken, "givens wrong after": wrong_after,
+                         "boards with a wrong given after": None, "seconds": round(time.perf_counter() - start, 1)})
+            board_wrong = wrong_before.clone()
+            fix_at = flip & cand_wrong & cand_truth
+            break_at = flip & ~cand_wrong
+            for j in range(args.doubtful):
+                g = doubtful[:, j]
+                board_wrong[rows_, g] = torch.where(fix_at[:, j], False, torch.where(break_at[:, j], True, board_wrong[rows_, g]))
+            rows[-1]["boards with a wrong given after"] = int(board_wrong.any(1).sum())
+    show_rows(rows, f"{B} dev boards, givens as read ({given.sum().item()} givens)", args.out)
+
+
+if __name__ == "__main__":
+    main()
