@@ -72,6 +72,29 @@ def dev_boards(run_dir: Path):
     return load_boards(prepared, "dev"), load_boards(prepared, "dev", view="grounded").labels.long()
 
 
+def final_model_on_dev(params, prepared: str, models: str):
+    """A finished workspace's final model (models/solver_reread.pt, or solver.pt where
+    `reread.reader` is none) on the device and precision its evaluate takes, with the dev boards,
+    their true digits (B, C; for reports) and the final reader's readings in `evaluate.views`
+    views (B, C, K): (dev, solution, model, readings, device)."""
+    from satground.boards.data import load_boards
+    from satground.harness.stage import stage_device
+    from satground.readers.views import ReaderViews
+    from satground.satnet import check_setup
+    from satground.solver.models import VisualSolver, load_solver
+
+    device = stage_device()
+    check_setup(device, params.satnet.precision, params.satnet.gemm)
+    dev = load_boards(prepared, "dev")
+    solution = load_boards(prepared, "dev", view="grounded").labels.long()
+    final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
+    given = dev.is_input
+    model = load_solver(f"{models}/{final}", boards=dev, kind="visual").to(device)
+    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
+    readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(len(dev), dev.n_cells, dev.n_digits)
+    return dev, solution, model, readings, device
+
+
 def scored_split(row: dict) -> str:
     """The boards a result row scored: its "split" ("dev"); rows written before the dev-only rule
     carry none and scored the test boards."""

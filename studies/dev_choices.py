@@ -74,7 +74,7 @@ def main(argv=None):
     parser.add_argument("--verify-rounds", type=int, nargs="+",
                         help="evaluate.verify_rounds values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
-                        help="each row's 95 % interval over the dev images and boards (reports only)")
+                        help="each row's 95 %% interval over the dev images and boards (reports only)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 

@@ -20,15 +20,10 @@ from dataclasses import replace
 
 import torch
 
-from common import show_rows
-from satground.boards.data import load_boards
+from common import final_model_on_dev, show_rows
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
-from satground.harness.stage import stage_device
-from satground.readers.views import ReaderViews
-from satground.satnet import check_setup
 from satground.solver.check import checked_readings
-from satground.solver.models import VisualSolver, load_solver
 from satground.solver.training import predict
 
 
@@ -56,15 +51,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
-    device, batch_size = stage_device(), params.evaluate.batch_size
-    check_setup(device, params.satnet.precision, params.satnet.gemm)
-    dev = load_boards(args.prepared, "dev")
-    solution = load_boards(args.prepared, "dev", view="grounded").labels.long()
-    final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
+    batch_size = params.evaluate.batch_size
+    dev, solution, model, readings, device = final_model_on_dev(params, args.prepared, args.models)
     B, C, K, given = len(dev), dev.n_cells, dev.n_digits, dev.is_input
-    model = load_solver(f"{args.models}/{final}", boards=dev, kind="visual").to(device)
-    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
-    readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(B, C, K)
 
     def solve(shown: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """SATNet's outputs (B, C, K), renormalised per cell, the `shown` cells given as `labels`."""
