@@ -3,7 +3,7 @@
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
         [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3]
         [--check-contexts givens solved] [--verify-doubtful 0 4] [--verify-weights 1]
-        [--verify-rounds 1 2] [--out FILE.csv]
+        [--verify-rounds 1 2] [--board-flags FILE.json] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -19,13 +19,16 @@ evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check
 default: params.yaml's); --check-contexts with each of what SATNet sees beside the other givens
 (`evaluate.check_context`); --verify-doubtful, --verify-weights and --verify-rounds verify the
 checked readings by solving, at each setting (`evaluate.verify_doubtful`, `verify_weight`,
-`verify_rounds`; default: params.yaml's). --intervals adds each row's 95 % interval of exact and every blank right
+`verify_rounds`; default: params.yaml's). --board-flags writes each row's every-blank-right
+outcome per dev board (a string of 0 and 1, the boards in order), for paired tests across rows.
+--intervals adds each row's 95 % interval of exact and every blank right
 over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
 the dev images' digits, so it reports and never decides). A choice is made on the label-free columns, every blank right and blank cells right
 (docs/studies/label-free-choices.md); exact boards read the givens' labels and are reported only.
 """
 import argparse
 import itertools
+import json
 import time
 from pathlib import Path
 
@@ -75,6 +78,7 @@ def main(argv=None):
                         help="evaluate.verify_rounds values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
                         help="each row's 95 %% interval over the dev images and boards (reports only)")
+    parser.add_argument("--board-flags", help="JSON: each row's every-blank-right outcome per dev board")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -99,7 +103,7 @@ def main(argv=None):
     verifies = list(dict.fromkeys((d, w, r) if d else (0, weights[0], v_rounds[0]) for d, w, r in itertools.product(
         args.verify_doubtful or [params.evaluate.verify_doubtful], weights, v_rounds)))  # doubtful 0: one row
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
-    rows = []
+    rows, flags = [], {}
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context, verify in itertools.product(
             readers.items(), args.folds, args.starts, args.check_weights, check_rounds, contexts, verifies):
         if folds == 0 and (starts != args.starts[0] or weight != args.check_weights[0]
@@ -122,6 +126,10 @@ def main(argv=None):
                              for column, name in (("dev_exact", "board_accuracy"),
                                                   ("dev_every_blank", "blank_board_accuracy"))})
         print(rows[-1], flush=True)
+        every_blank = ((digits == solution.long()) | dev.is_input).all(1)
+        flags[" ".join(f"{key}={rows[-1][key]}" for key in list(rows[-1])[:10])] = "".join("01"[f] for f in every_blank.tolist())
+    if args.board_flags:
+        Path(args.board_flags).write_text(json.dumps(flags, indent=1) + "\n")
     show_rows(rows, f"{len(dev)} dev boards, {final}", args.out)
 
 
