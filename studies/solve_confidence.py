@@ -37,7 +37,6 @@ def pct(flags: torch.Tensor) -> float:
     return round(100 * flags.float().mean().item(), 1)
 
 
-
 @torch.no_grad()
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
