@@ -66,9 +66,13 @@ def results_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], s
 def dev_boards(run_dir: Path):
     """A finished workspace's dev boards and their true full solutions (N, C). A study scores the
     dev split; the test split is read by `evaluate` and kept in records (scripts/keep_results.py)."""
+    return dev_split(run_dir / WORKSPACE["prepared"])
+
+
+def dev_split(prepared):
+    """The dev boards in a `prepared` folder and their true full solutions (N, C)."""
     from satground.boards.data import load_boards
 
-    prepared = run_dir / WORKSPACE["prepared"]
     return load_boards(prepared, "dev"), load_boards(prepared, "dev", view="grounded").labels.long()
 
 
@@ -77,7 +81,6 @@ def final_model_on_dev(params, prepared: str, models: str):
     `reread.reader` is none) on the device and precision its evaluate takes, with the dev boards,
     their true digits (B, C; for reports) and the final reader's readings in `evaluate.views`
     views (B, C, K): (dev, solution, model, readings, device)."""
-    from satground.boards.data import load_boards
     from satground.harness.stage import stage_device
     from satground.readers.views import ReaderViews
     from satground.satnet import check_setup
@@ -85,8 +88,7 @@ def final_model_on_dev(params, prepared: str, models: str):
 
     device = stage_device()
     check_setup(device, params.satnet.precision, params.satnet.gemm)
-    dev = load_boards(prepared, "dev")
-    solution = load_boards(prepared, "dev", view="grounded").labels.long()
+    dev, solution = dev_split(prepared)
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
     given = dev.is_input
     model = load_solver(f"{models}/{final}", boards=dev, kind="visual").to(device)

@@ -23,14 +23,8 @@ import torch
 from common import final_model_on_dev, show_rows
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
-from satground.solver.check import checked_readings
+from satground.solver.check import checked_readings, solve_surety, verified_readings
 from satground.solver.training import predict
-
-
-def solve_score(outputs: torch.Tensor, blanks: torch.Tensor) -> torch.Tensor:
-    """(B,) how sure a solve is: the sum over the blank cells of the log of SATNet's top output,
-    renormalised per cell."""
-    return (outputs.max(2).values.clamp_min(1e-6).log() * blanks).sum(1)
 
 
 def pct(flags: torch.Tensor) -> float:
@@ -45,7 +39,7 @@ def main(argv=None):
     parser.add_argument("--models", default="models")
     parser.add_argument("--doubtful", type=int, default=4, help="givens a board tried at their second reading")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0, 4.0],
-                        help="the solve score's weight against the prior's log odds")
+                        help="the solve's gain in surety against the readings' log odds (evaluate.verify_weight)")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")
     args = parser.parse_args(argv)
 
@@ -71,13 +65,12 @@ def main(argv=None):
 
     seed_everything(params.seed)
     start = time.perf_counter()
-    blanks = ~given
-    right_score = solve_score(solve(given, solution), blanks)
-    wrong_score = solve_score(solve(given, misread), blanks)
+    right_score = solve_surety(model.solver, solution - 1, given, K)
+    wrong_score = solve_surety(model.solver, misread - 1, given, K)
     hidden = given.clone()
     hidden[rows_, first] = False
     inferred = solve(hidden, solution)[rows_, first]
-    rows = [{"opinion": "solve score (sum of log top over the blanks)", "true preferred %": pct(right_score > wrong_score)}]
+    rows = [{"opinion": "the solve's surety (satground.solver.check.solve_surety)", "true preferred %": pct(right_score > wrong_score)}]
     for name, p in (("SATNet inferring the given from the other true givens", inferred),
                     ("the reader's reading", readings[rows_, first]),
                     ("the check's product of both", inferred.clamp_min(1e-4) * readings[rows_, first].clamp_min(1e-4))):
@@ -85,8 +78,8 @@ def main(argv=None):
     show_rows(rows, f"{B} dev boards, every other given true: the first given true or misread "
               f"({time.perf_counter() - start:.1f} s)", None)
 
-    # the realistic case: every given as read, each board's `doubtful` least sure givens tried at
-    # their second reading, one at a time, kept where prior and solve score together prefer it
+    # the realistic case: every given as read, verified by solving as evaluate would
+    # (satground.solver.check.verified_readings, one round), from the reader's readings or the check's
     digits = solution - 1
     rows = []
     for prior_name in ("reader", "check"):
@@ -94,38 +87,15 @@ def main(argv=None):
         prior = readings if prior_name == "reader" else checked_readings(
             model.solver, readings.reshape(B, -1), given, params.evaluate.check_folds, 1.0,
             params.evaluate.check_rounds, params.evaluate.check_context).reshape(B, C, K)
-        top = prior.topk(2, dim=2)
-        first_choice = torch.where(given, top.indices[..., 0], -1)
-        base = solve_score(solve(given, (first_choice + 1).clamp_min(0)), blanks)
-        sure = torch.where(given, top.values[..., 0], 2.0)
-        doubtful = sure.argsort(1)[:, :args.doubtful]
-        gain_log_prior, gain_score = [], []
-        for j in range(args.doubtful):
-            g = doubtful[:, j]
-            labels = (first_choice + 1).clamp_min(0)
-            labels[rows_, g] = top.indices[rows_, g, 1] + 1
-            gain_score.append(solve_score(solve(given, labels), blanks) - base)
-            gain_log_prior.append(top.values[rows_, g, 1].clamp_min(1e-4).log() - top.values[rows_, g, 0].clamp_min(1e-4).log())
-        gain_score, gain_log_prior = torch.stack(gain_score, 1), torch.stack(gain_log_prior, 1)
-        wrong_before = given & (first_choice != digits)
-        cand_truth = top.indices[rows_[:, None], doubtful, 1] == digits[rows_[:, None], doubtful]
-        cand_wrong = wrong_before[rows_[:, None], doubtful]
+        wrong_before = given & (prior.argmax(2) != digits)
         for weight in args.weights:
-            flip = gain_log_prior + weight * gain_score > 0
-            flip &= gain_score == gain_score.masked_fill(~flip, -float("inf")).max(1, keepdim=True).values  # one a board
-            fixed, broken = int((flip & cand_wrong & cand_truth).sum()), int((flip & ~cand_wrong).sum())
-            wrong_after = int(wrong_before.sum()) - fixed + broken
+            verified = verified_readings(model.solver, prior.reshape(B, -1), given, args.doubtful, weight)
+            wrong_after = given & (verified.reshape(B, C, K).argmax(2) != digits)
             rows.append({"prior": prior_name, "solve weight": weight, "givens wrong before": int(wrong_before.sum()),
-                         "in the doubtful, second reading true": int((cand_wrong & cand_truth).sum()),
-                         "fixed": fixed, "broken": broken, "givens wrong after": wrong_after,
-                         "boards with a wrong given after": None, "seconds": round(time.perf_counter() - start, 1)})
-            board_wrong = wrong_before.clone()
-            fix_at = flip & cand_wrong & cand_truth
-            break_at = flip & ~cand_wrong
-            for j in range(args.doubtful):
-                g = doubtful[:, j]
-                board_wrong[rows_, g] = torch.where(fix_at[:, j], False, torch.where(break_at[:, j], True, board_wrong[rows_, g]))
-            rows[-1]["boards with a wrong given after"] = int(board_wrong.any(1).sum())
+                         "fixed": int((wrong_before & ~wrong_after).sum()), "broken": int((~wrong_before & wrong_after).sum()),
+                         "givens wrong after": int(wrong_after.sum()),
+                         "boards with a wrong given before / after": f"{int(wrong_before.any(1).sum())} / {int(wrong_after.any(1).sum())}",
+                         "seconds": round(time.perf_counter() - start, 1)})
     show_rows(rows, f"{B} dev boards, givens as read ({given.sum().item()} givens)", args.out)
 
 
