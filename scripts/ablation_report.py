@@ -39,6 +39,7 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from satground.boards.metrics import percent_places  # noqa: E402
 from satground.harness.io import PipelineError, atomic_write, save_figure  # noqa: E402
 from satground.harness.params import defaults_of_a_record, flat_keys, known_keys, overlay  # noqa: E402
 from satground.harness.records import read_record  # noqa: E402
@@ -232,11 +233,13 @@ def table_row(what: str, values: pd.Series, summary: str | None = None) -> str:
     """One row of the seeds table: `what`, the mean +- sample std (or `summary`), each run's value
     (n/a where a run has none; the mean is then over the others, and says how many)."""
     known = values.dropna()
+    places = percent_places(known)
     if summary is None:
-        summary = f"{known.mean():.1f} +- {known.std():.1f}" if len(known) > 1 else f"{known.mean():.1f} +- n/a"
+        summary = (f"{known.mean():.{places}f} +- {known.std():.{places}f}" if len(known) > 1
+                   else f"{known.mean():.{places}f} +- n/a")
         if len(known) < len(values):
             summary += f" ({len(known)} of {len(values)} runs)"
-    return f"| {what} | {summary} | {', '.join('n/a' if pd.isna(v) else f'{v:.1f}' for v in values)} |"
+    return f"| {what} | {summary} | {', '.join('n/a' if pd.isna(v) else f'{v:.{places}f}' for v in values)} |"
 
 
 def seeds_table(table: pd.DataFrame) -> str:

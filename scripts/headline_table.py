@@ -4,10 +4,11 @@
     python scripts/headline_table.py --check    # exit 1 if a table is not the records'
 
 One column per configuration: rule-free (`cpu9_fast`, the default profile and the headline,
-records in results/cpu9_fast_check_folds36_zen4/: the check in 36 folds, on an AMD EPYC Zen 4),
-the same models checked in 16 folds, the default before aa29689 (results/cpu9_fast_reader_width16_zen4/),
-and that default on an Intel Xeon with AMX (results/cpu9_fast_reader_width16/: its float sums train
-other models), the same with the paper's distilled LeNet as the
+records in results/cpu9_fast_verify_zen4/: the check in 36 folds and the verify, on an AMD EPYC Zen 4),
+the same models without the verify, the default before it, with more seeds
+(results/cpu9_fast_check_folds36_zen4/), the default with the check in 16 folds, before aa29689, on an
+Intel Xeon with AMX (results/cpu9_fast_reader_width16/: its float sums train other models; its seeds
+0-4 on the Zen 4, results/cpu9_fast_reader_width16_zen4/, have a seeds table but no column), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), and the default's pipeline on Fashion-MNIST's
 clothing (`fashion9`, results/fashion9/), each the mean +- sample std over its seeds' records (results/<p>/
@@ -34,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from satground.boards.intervals import mean_interval
+from satground.boards.metrics import percent_places
 from satground.harness.io import PipelineError
 from satground.harness.records import read_record, seed_folders
 
@@ -42,8 +44,8 @@ BEGIN = "<!-- 9x9 table: written by scripts/headline_table.py from results/; do 
 END = "<!-- end of the 9x9 table -->"
 SMALL_BEGIN = "<!-- 4x4 table: written by scripts/headline_table.py from results/4x4/; do not edit -->"
 SMALL_END = "<!-- end of the 4x4 table -->"
-CONFIGURATIONS = {"cpu9_fast_check_folds36_zen4": "rule-free, the default (`cpu9_fast`), on the Zen 4",
-                  "cpu9_fast_reader_width16_zen4": "rule-free, the default with the check in 16 folds, on the Zen 4 (`evaluate.check_folds: 16`)",
+CONFIGURATIONS = {"cpu9_fast_verify_zen4": "rule-free, the default (`cpu9_fast`), on the Zen 4",
+                  "cpu9_fast_check_folds36_zen4": "rule-free, the default without the verify, on the Zen 4 (`evaluate.verify_doubtful: 0`)",
                   "cpu9_fast_reader_width16": "rule-free, the default with the check in 16 folds, on an Intel Xeon (`evaluate.check_folds: 16`)",
                   "cpu9_fast_lenet": "rule-free, the paper's LeNet (`cpu9_fast`, `distill.classifier: lenet`)",
                   "cpu9": "rule-free, slower (`cpu9`)",
@@ -51,7 +53,7 @@ CONFIGURATIONS = {"cpu9_fast_check_folds36_zen4": "rule-free, the default (`cpu9
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)",
                   "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
                   "fashion9": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST)"}
-SEEDS_ONLY = ("cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
+SEEDS_ONLY = ("cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
     "exact boards, as trained": ("boards", "n/a (the paper counts valid grids: next row)"),
@@ -93,9 +95,10 @@ def spread(values: list[float], seeds: int | None = None, intervals: list[dict] 
     values = [100 * v for v in values]
     note = (f" ({len(values)} of {seeds} seeds)" if seeds and len(values) < seeds
             else " (1 seed)" if len(values) == 1 else "")
+    places = percent_places([statistics.mean(values)])
     if len(values) == 1:
-        return f"{values[0]:.1f}{interval}{note}"
-    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}{interval}{note}"
+        return f"{values[0]:.{places}f}{interval}{note}"
+    return f"{statistics.mean(values):.{places}f} +- {statistics.stdev(values):.{places}f}{interval}{note}"
 
 
 def table() -> str:

@@ -1,8 +1,8 @@
-"""Switch the parameter profile: python scripts/profile.py NAME  (4x4, cpu9_fast, cpu9,
-cpu9_rules, cpu9_paper, paper, smoke: profiles/NAME.yaml's header says what each is)
+"""Switch the parameter profile: python scripts/profile.py NAME  (cpu9_fast, the default,
+or one of profiles/*.yaml, whose header says what each is)
 
 Writes params.yaml (the file every stage reads) as the defaults of satground/harness/params.py with
-profiles/NAME.yaml's changes laid over them; `4x4` is the defaults alone. The committed
+profiles/NAME.yaml's changes laid over them (`cpu9_fast`, the default, has no file). The committed
 params.yaml is cpu9_fast (satground.harness.params.DEFAULT_PROFILE). Then `dvc repro`, or
 `dvc exp run -n NAME` to record the run as an experiment.
 """

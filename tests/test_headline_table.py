@@ -128,3 +128,11 @@ def test_results_are_records_a_clone_can_carry():
               for match in re.findall(r"results/[A-Za-z0-9_./-]*\.png", doc.read_text())}
     assert quoted, "no figure quoted: the pattern is wrong"
     assert not [path for path in sorted(quoted) if not (REPO / path).is_file()]
+
+
+def test_a_figure_under_100_never_reads_100():
+    """99.97 % of the givens read right shows two decimals; a row that one decimal shows truly
+    keeps one, and 100 itself stays 100.0."""
+    assert headline.spread([0.9997, 0.9996]) == "99.97 +- 0.01"
+    assert headline.spread([0.985, 0.989]) == "98.7 +- 0.3"
+    assert headline.spread([1.0, 1.0]) == "100.0 +- 0.0"

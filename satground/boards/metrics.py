@@ -132,13 +132,19 @@ def solution_metrics(digits: torch.Tensor, solution: torch.Tensor, boards: Board
     return board_metrics(digits, solution.long(), boards.is_input, valid)
 
 
+def percent_places(values) -> int:
+    """Decimals a row of percentages is shown with: one, but two where one would round a value
+    under 100 up to 100.0 (99.97 % of the givens read right is not all of them)."""
+    return 2 if any(99.95 <= v < 100 for v in values) else 1
+
+
 def markdown_table(frame: "pandas.DataFrame") -> str:
-    """A results table as Markdown: every number with one decimal (89.0, never 89), a missing
-    value as n/a, text as it is."""
+    """A results table as Markdown: every number with one decimal (89.0, never 89; two where one
+    would show 100.0 for less, `percent_places`), a missing value as n/a, text as it is."""
     def cell(x):
         if x is None or (isinstance(x, float) and math.isnan(x)):
             return "n/a"
-        return f"{x:.1f}" if isinstance(x, (float, np.floating)) else str(x)
+        return f"{x:.{percent_places([x])}f}" if isinstance(x, (float, np.floating)) else str(x)
     return frame.astype(object).map(cell).to_markdown(index=False, disable_numparse=True)
 
 

@@ -420,12 +420,12 @@ class Evaluate:
                               "a fold: givens = nothing more; solved = every blank as SATNet solves the "
                               "board from the round's readings, its most likely digit; solved_soft = its "
                               "outputs, renormalised per cell (ours)", choices=("givens", "solved", "solved_soft"))
-    verify_doubtful: int = knob(0, "after the check, each board's this many least sure givens are tried at "
+    verify_doubtful: int = knob(8, "after the check, each board's this many least sure givens are tried at "
                                 "their second reading, one at a time, and SATNet solves each try; a try "
                                 "whose solve it is surer of may take the reading (ours); 0 = off", low=0, high=81)
     verify_weight: float = knob(1.0, "the solve's gain in surety (log-probability of its answer) against the "
                                 "readings' log odds when a verify try is weighed (ours)", low=0.0)
-    verify_rounds: int = knob(1, "rounds of the verify, each from the readings the round before left (ours)",
+    verify_rounds: int = knob(2, "rounds of the verify, each from the readings the round before left (ours)",
                               low=1, high=16)
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
@@ -734,7 +734,7 @@ def schema_defaults(kind=Params) -> dict:
 
 # Keys whose default changed after they were added: the first default, which a run kept before the
 # key existed ran (its params.yaml lacks the key). A key whose default never changed is absent here.
-FIRST_DEFAULTS = {"reread": {"width": 32}}
+FIRST_DEFAULTS = {"reread": {"width": 32}, "evaluate": {"verify_doubtful": 0, "verify_rounds": 1}}
 
 
 def defaults_of_a_record() -> dict:
