@@ -113,17 +113,18 @@ def test_intervals_show_once_every_seed_has_one(tmp_path, monkeypatch):
 
 
 def test_results_are_records_a_clone_can_carry():
-    """results/ holds under 800 files and under 10 MB (a record is its summary, params, run.json,
-    one metrics.json, its dev scores and the figures quoted: about 5 files and 50 kB a seed), and
+    """results/ holds under 1,000 files and under 12 MB (a record is its summary, params, run.json,
+    one metrics.json, its dev scores and the figures quoted: a further seed 3 files and about
+    40 kB, so the twenty-seed records fit, and a model or a run's metrics/ folder does not), and
     every results/...png the README or docs/ quote exists."""
     listed = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True, text=True)
     if listed.returncode == 0 and (REPO / ".git").exists():
         files = [line for line in listed.stdout.splitlines() if line]
     else:  # not a git checkout: the files on disk
         files = [p for p in (REPO / "results").rglob("*") if p.is_file()]
-    assert len(files) < 800, f"results/ holds {len(files)} files"
+    assert len(files) < 1000, f"results/ holds {len(files)} files"
     size = sum((REPO / f).stat().st_size for f in files)
-    assert size < 10e6, f"results/ holds {size / 1e6:.1f} MB"
+    assert size < 12e6, f"results/ holds {size / 1e6:.1f} MB"
     quoted = {match for doc in [REPO / "README.md", *(REPO / "docs").rglob("*.md")]
               for match in re.findall(r"results/[A-Za-z0-9_./-]*\.png", doc.read_text())}
     assert quoted, "no figure quoted: the pattern is wrong"
