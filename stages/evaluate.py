@@ -124,7 +124,8 @@ def our_variants(solvers: dict, params) -> dict:
     reread, views = params.reread.reader != "none", params.evaluate.views
     folds, starts, rounds = params.evaluate.check_folds, params.evaluate.starts, params.evaluate.check_rounds
     context = params.evaluate.check_context
-    verify = (params.evaluate.verify_doubtful, params.evaluate.verify_weight, params.evaluate.verify_rounds)
+    verify = (params.evaluate.verify_doubtful, params.evaluate.verify_weight, params.evaluate.verify_rounds,
+              params.evaluate.verify_readings)
     proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
     variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
                 + ["proofreader"] * proofread}

@@ -17,9 +17,10 @@ reader is the one re-read at params.yaml's. --views reads each image in that man
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
 evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
 default: params.yaml's); --check-contexts with each of what SATNet sees beside the other givens
-(`evaluate.check_context`); --verify-doubtful, --verify-weights and --verify-rounds verify the
-checked readings by solving, at each setting (`evaluate.verify_doubtful`, `verify_weight`,
-`verify_rounds`; default: params.yaml's). --board-flags writes each row's every-blank-right
+(`evaluate.check_context`); --verify-doubtful, --verify-weights, --verify-rounds and
+--verify-readings verify the checked readings by solving, at each setting
+(`evaluate.verify_doubtful`, `verify_weight`, `verify_rounds`, `verify_readings`; default:
+params.yaml's). --board-flags writes each row's every-blank-right
 outcome per dev board (a string of 0 and 1, the boards in order), for paired tests across rows.
 --intervals adds each row's 95 % interval of exact and every blank right
 over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
@@ -76,6 +77,8 @@ def main(argv=None):
                         help="evaluate.verify_weight values to score (default: params.yaml's)")
     parser.add_argument("--verify-rounds", type=int, nargs="+",
                         help="evaluate.verify_rounds values to score (default: params.yaml's)")
+    parser.add_argument("--verify-readings", type=int, nargs="+",
+                        help="evaluate.verify_readings values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
                         help="each row's 95 %% interval over the dev images and boards (reports only)")
     parser.add_argument("--board-flags", help="JSON: each row's every-blank-right outcome per dev board")
@@ -100,8 +103,10 @@ def main(argv=None):
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
     contexts = args.check_contexts or [params.evaluate.check_context]
     weights, v_rounds = args.verify_weights or [params.evaluate.verify_weight], args.verify_rounds or [params.evaluate.verify_rounds]
-    verifies = list(dict.fromkeys((d, w, r) if d else (0, weights[0], v_rounds[0]) for d, w, r in itertools.product(
-        args.verify_doubtful or [params.evaluate.verify_doubtful], weights, v_rounds)))  # doubtful 0: one row
+    v_readings = args.verify_readings or [params.evaluate.verify_readings]
+    verifies = list(dict.fromkeys((d, w, r, t) if d else (0, weights[0], v_rounds[0], v_readings[0])
+                                  for d, w, r, t in itertools.product(args.verify_doubtful or [params.evaluate.verify_doubtful],
+                                                                      weights, v_rounds, v_readings)))  # doubtful 0: one row
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows, flags = [], {}
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context, verify in itertools.product(
@@ -117,7 +122,7 @@ def main(argv=None):
         rows.append({"model": name, "proofreader": proofreader, "solve_sweeps": n or "none", "views": views,
                      "check_folds": folds, "starts": starts if folds else 1, "check_weight": weight if folds else "",
                      "check_rounds": rounds if folds else "", "check_context": context if folds else "",
-                     "verify": "{} x{:g} r{}".format(*verify) if folds and verify[0] else "",
+                     "verify": verify_label(verify) if folds and verify[0] else "",
                      **dev_percentages(scores),
                      "seconds": round(time.perf_counter() - start, 1)})
         if args.intervals:
@@ -131,6 +136,13 @@ def main(argv=None):
     if args.board_flags:
         Path(args.board_flags).write_text(json.dumps(flags, indent=1) + "\n")
     show_rows(rows, f"{len(dev)} dev boards, {final}", args.out)
+
+
+def verify_label(verify: tuple) -> str:
+    """A verify setting's row label: "8 x1 r2" (doubtful, weight, rounds), " t3" added where it
+    tries readings past the second (the label of the rows scored before `verify_readings`)."""
+    doubtful, weight, rounds, readings = verify
+    return f"{doubtful} x{weight:g} r{rounds}" + (f" t{readings}" if readings != 2 else "")
 
 
 if __name__ == "__main__":

@@ -354,6 +354,38 @@ def test_the_verify_takes_the_second_reading_whose_solve_satnet_is_surer_of(roun
     assert torch.equal(verified_readings(model.solver, z, given, doubtful, weight=0.0), z)
 
 
+def test_the_verify_tries_readings_past_the_second_where_asked():
+    """evaluate.verify_readings: a given misread with its true digit third is fixed where the
+    verify tries three readings, at (doubtful * 2 + 1) passes a round, and not where it tries
+    two; three readings fix what two fix, the second reading's swaps the same."""
+    boards, digits, solutions = boards_with_index_images()
+    one_hot = lambda d: torch.nn.functional.one_hot(d % K, K).float()
+    logits = 4.0 * one_hot(digits)
+    third, second = torch.arange(0, len(digits), 9), torch.arange(4, len(digits), 9)
+    logits[third] = 3.0 * one_hot(digits[third] + 1) + 2.5 * one_hot(digits[third] + 2) + 2.0 * one_hot(digits[third])
+    logits[second] = 3.0 * one_hot(digits[second] + 1) + 2.5 * one_hot(digits[second])
+    model = VisualSolver(IndexReader(logits), Consistent(solutions))
+    given = boards.is_input
+    z = model.input_probs(boards.images[boards.cell_image[given]], given)
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1) - 1
+    top = z.reshape(len(boards), -1, K).topk(3, dim=2).indices
+    wrong_before = (top[..., 0] != truth) & given
+    assert ((top[..., 2] == truth) & wrong_before).any() and ((top[..., 1] == truth) & wrong_before).any()
+    doubtful, rounds = int(wrong_before.sum(1).max()) + 1, int(wrong_before.sum(1).max())
+
+    def wrong_after(readings):
+        model.solver.shown.clear()
+        verified = verified_readings(model.solver, z, given, doubtful, rounds=rounds, readings=readings)
+        assert len(model.solver.shown) == rounds * (doubtful * (readings - 1) + 1)
+        return (verified.reshape(len(boards), -1, K).argmax(2) != truth) & given
+
+    two, three = wrong_after(2), wrong_after(3)
+    assert not three.any()
+    assert torch.equal(two, wrong_before & (top[..., 2] == truth))
+    assert torch.equal(verified_readings(model.solver, z, given, doubtful, rounds=rounds),
+                       verified_readings(model.solver, z, given, doubtful, rounds=rounds, readings=2))
+
+
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
     """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
     both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is

@@ -421,12 +421,16 @@ class Evaluate:
                               "board from the round's readings, its most likely digit; solved_soft = its "
                               "outputs, renormalised per cell (ours)", choices=("givens", "solved", "solved_soft"))
     verify_doubtful: int = knob(8, "after the check, each board's this many least sure givens are tried at "
-                                "their second reading, one at a time, and SATNet solves each try; a try "
-                                "whose solve it is surer of may take the reading (ours); 0 = off", low=0, high=81)
+                                "their second reading (and on, verify_readings), one at a time, and SATNet "
+                                "solves each try; a try whose solve it is surer of may take the reading "
+                                "(ours); 0 = off", low=0, high=81)
     verify_weight: float = knob(1.0, "the solve's gain in surety (log-probability of its answer) against the "
                                 "readings' log odds when a verify try is weighed (ours)", low=0.0)
     verify_rounds: int = knob(2, "rounds of the verify, each from the readings the round before left (ours)",
                               low=1, high=16)
+    verify_readings: int = knob(2, "each verify try shows a doubtful given at one of its likeliest readings "
+                                "after the first, up to this many (ours); 2 = its second reading alone",
+                                low=2, high=9)
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
                       "6-degree rotations, 9 = and the image 6 % smaller and larger, 11 = and its "

@@ -87,39 +87,41 @@ def solve_surety(solver, digits: torch.Tensor, is_input: torch.Tensor, n_digits:
 
 @torch.no_grad()
 def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful: int, weight: float = 1.0,
-                      rounds: int = 1) -> torch.Tensor:
+                      rounds: int = 1, readings: int = 2) -> torch.Tensor:
     """The readings verified by solving: per board, the `doubtful` givens whose likeliest reading
-    is least sure are each tried at their second likeliest, one at a time; each try's board is
-    solved (`solve_surety`). A try wins where its readings' log odds (second against first) plus
-    `weight` times its solve's gain in surety over the board as read is above 0; a board takes its
-    best winning try, if any, by swapping that given's two likeliest probabilities. `rounds`
-    repeats this from the readings so far. Costs (doubtful + 1) SATNet passes a round; with
-    `doubtful` 0 the readings pass unchanged.
+    is least sure are each tried at their second likeliest reading (and on, to their `readings`-th),
+    one try at a time; each try's board is solved (`solve_surety`). A try wins where its readings'
+    log odds (that reading against the first) plus `weight` times its solve's gain in surety over
+    the board as read is above 0; a board takes its best winning try, if any, by swapping that
+    given's first and tried probabilities. `rounds` repeats this from the readings so far. Costs
+    (doubtful * (readings - 1) + 1) SATNet passes a round; with `doubtful` 0 the readings pass
+    unchanged.
 
     solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
     B, C = is_input.shape
     K = z.shape[1] // C
-    readings, rows = z.reshape(B, C, K).clone(), torch.arange(B)
-    doubtful = min(doubtful, int(is_input.sum(1).min()))
+    probs, rows = z.reshape(B, C, K).clone(), torch.arange(B)
+    doubtful, readings = min(doubtful, int(is_input.sum(1).min())), min(readings, K)
     for _ in range(rounds if doubtful else 0):
-        top = readings.topk(2, dim=2)
+        top = probs.topk(readings, dim=2)
         digits = torch.where(is_input, top.indices[..., 0], -1)
         as_read = solve_surety(solver, digits, is_input, K)
         tried = torch.where(is_input, top.values[..., 0], 2.0).argsort(1)[:, :doubtful]  # least sure givens
         gains = []
         for g in tried.T:
-            second = digits.clone()
-            second[rows, g] = top.indices[rows, g, 1]
-            log_odds = top.values[rows, g, 1].clamp_min(1e-4).log() - top.values[rows, g, 0].clamp_min(1e-4).log()
-            gains.append(log_odds + weight * (solve_surety(solver, second, is_input, K) - as_read))
+            for j in range(1, readings):
+                other = digits.clone()
+                other[rows, g] = top.indices[rows, g, j]
+                log_odds = top.values[rows, g, j].clamp_min(1e-4).log() - top.values[rows, g, 0].clamp_min(1e-4).log()
+                gains.append(log_odds + weight * (solve_surety(solver, other, is_input, K) - as_read))
         gains = torch.stack(gains, 1)
         best = gains.argmax(1)
-        win, g = gains[rows, best] > 0, tried[rows, best]
-        first, second = top.indices[rows, g, 0], top.indices[rows, g, 1]
-        swapped = readings[rows, g].clone()
-        swapped[rows, first], swapped[rows, second] = top.values[rows, g, 1], top.values[rows, g, 0]
-        readings[rows[win], g[win]] = swapped[win]
-    return readings.reshape(B, C * K)
+        win, g, j = gains[rows, best] > 0, tried[rows, best // (readings - 1)], best % (readings - 1) + 1
+        first, other = top.indices[rows, g, 0], top.indices[rows, g, j]
+        swapped = probs[rows, g].clone()
+        swapped[rows, first], swapped[rows, other] = top.values[rows, g, j], top.values[rows, g, 0]
+        probs[rows[win], g[win]] = swapped[win]
+    return probs.reshape(B, C * K)
 
 
 class Checked(VisualSolver):
@@ -129,11 +131,11 @@ class Checked(VisualSolver):
     ends in a different local optimum from each start, and their mean errs less than one.
     `weight`: SATNet's inference against the reader's reading; `rounds`: the check's rounds
     (`checked_readings`); `context`: what SATNet sees beside the other givens (CONTEXTS);
-    `verify` (doubtful, weight, rounds): the checked readings then verified by solving
+    `verify` (doubtful, weight, rounds, readings): the checked readings then verified by solving
     (`verified_readings`; doubtful 0: not)."""
 
     def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0,
-                 rounds: int = 1, context: str = "givens", verify: tuple[int, float, int] = (0, 1.0, 1)):
+                 rounds: int = 1, context: str = "givens", verify: tuple[int, float, int, int] = (0, 1.0, 1, 2)):
         super().__init__(model.classifier, model.solver)
         self.folds, self.starts, self.weight, self.rounds, self.context = folds, starts, weight, rounds, context
         self.verify = verify
