@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from common import final_model_on_dev, show_rows
+from common import final_model_on_dev, show_rows, workspace_arguments
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
 from satground.solver.check import log_inference
@@ -33,9 +33,7 @@ def percent(right: torch.Tensor, cells: torch.Tensor) -> float:
 @torch.no_grad()
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--folds", type=int, nargs="+", default=[16, 36])
     parser.add_argument("--solve-sweeps", type=int, nargs="+", help="default: params.yaml's satnet.solve_sweeps")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")

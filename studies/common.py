@@ -39,6 +39,14 @@ def stage(script: str, *args) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def workspace_arguments(parser: argparse.ArgumentParser, models: bool = True) -> None:
+    """--params, --prepared (and --models): a finished workspace's files, its own by default."""
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--prepared", default="data/prepared")
+    if models:
+        parser.add_argument("--models", default="models")
+
+
 def run_arguments(parser: argparse.ArgumentParser, table: Callable[[Path], str],
                   argv: list[str] | None = None) -> argparse.Namespace | None:
     """The command line of a study that scores a finished run: --run-dir and --out to run, or

@@ -33,7 +33,7 @@ import json
 import time
 from pathlib import Path
 
-from common import dev_percentages, show_rows
+from common import dev_percentages, show_rows, workspace_arguments
 from satground.boards.data import load_boards, load_truth
 from satground.boards.intervals import board_outcomes, image_bootstrap
 from satground.boards.metrics import solution_metrics
@@ -54,9 +54,7 @@ def in_views(model, views: int):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 4, 8, 16])
     parser.add_argument("--starts", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--proofreader", choices=("no", "yes", "both"), default="no")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from common import workspace_arguments
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import save_all, seed_everything
 from satground.harness.params import load_params
@@ -30,9 +31,7 @@ from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--out-models", default="models_oracle")
     args = parser.parse_args(argv)
 

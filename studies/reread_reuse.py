@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from common import dev_percentages, show_rows
+from common import dev_percentages, show_rows, workspace_arguments
 from satground.solver.check import Checked
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
 from satground.harness.io import seed_everything
@@ -55,8 +55,7 @@ def voter_cells(boards, cells: int | None, generator: torch.Generator) -> torch.
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
+    workspace_arguments(parser, models=False)
     parser.add_argument("--model", default="models/solver.pt")
     parser.add_argument("--cells", nargs="+", default=["1", "5", "all"],
                         help="given cells an image may vote from (all: every one)")

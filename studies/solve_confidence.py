@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import torch
 
-from common import final_model_on_dev, show_rows
+from common import final_model_on_dev, show_rows, workspace_arguments
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
 from satground.solver.check import checked_readings, solve_surety, verified_readings
@@ -34,9 +34,7 @@ def pct(flags: torch.Tensor) -> float:
 @torch.no_grad()
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--doubtful", type=int, default=4, help="givens a board tried at their second reading")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0, 4.0],
                         help="the solve's gain in surety against the readings' log odds (evaluate.verify_weight)")

@@ -15,7 +15,7 @@ import argparse
 import time
 from pathlib import Path
 
-from common import dev_percentages, show_rows
+from common import dev_percentages, show_rows, workspace_arguments
 from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
 from satground.solver.models import load_solver
@@ -27,9 +27,7 @@ from satground.solver.training import solution_scores
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--eps", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2])
     parser.add_argument("--fixed", type=int, nargs="+", default=[40, 60, 100])
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")

@@ -14,7 +14,7 @@ scores the test boards; and the tune epochs' seconds. Dev boards only, never the
 import argparse
 import time
 
-from common import dev_percentages, show_rows
+from common import dev_percentages, show_rows, workspace_arguments
 from satground.boards.data import load_boards
 from satground.harness.io import seed_everything
 from satground.solver.models import load_solver
@@ -31,8 +31,7 @@ def run(value: str) -> tuple[float, int]:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
+    workspace_arguments(parser, models=False)
     parser.add_argument("--model", required=True, help="solver.pt of a run with train.tune_epochs 0")
     parser.add_argument("--runs", type=run, nargs="+", default=[(1e-4, 1)], metavar="RATE:EPOCHS")
     parser.add_argument("--out", help="CSV of the rows (printed as a table either way)")

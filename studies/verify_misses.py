@@ -14,7 +14,7 @@ import argparse
 
 import torch
 
-from common import final_model_on_dev, show_rows
+from common import final_model_on_dev, show_rows, workspace_arguments
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
 from satground.solver.check import checked_readings, verified_readings
@@ -23,9 +23,7 @@ from satground.solver.check import checked_readings, verified_readings
 @torch.no_grad()
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--prepared", default="data/prepared")
-    parser.add_argument("--models", default="models")
+    workspace_arguments(parser)
     parser.add_argument("--settings", nargs="+", default=["16,4,2", "32,4,2", "16,4,3"],
                         help="verify settings, each doubtful,rounds,readings")
     parser.add_argument("--out", help="CSV of the verify rows (printed as a table either way)")
