@@ -101,10 +101,10 @@ def main(argv=None):
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
     contexts = args.check_contexts or [params.evaluate.check_context]
     weights, v_rounds = args.verify_weights or [params.evaluate.verify_weight], args.verify_rounds or [params.evaluate.verify_rounds]
-    v_readings = args.verify_readings or [params.evaluate.verify_readings]
-    verifies = list(dict.fromkeys((d, w, r, t) if d else (0, weights[0], v_rounds[0], v_readings[0])
-                                  for d, w, r, t in itertools.product(args.verify_doubtful or [params.evaluate.verify_doubtful],
-                                                                      weights, v_rounds, v_readings)))  # doubtful 0: one row
+    doubtfuls, v_readings = args.verify_doubtful or [params.evaluate.verify_doubtful], args.verify_readings or [
+        params.evaluate.verify_readings]
+    verifies = list(dict.fromkeys((d, w, r, t) if d else (0, weights[0], v_rounds[0], v_readings[0])  # doubtful 0: one row
+                                  for d, w, r, t in itertools.product(doubtfuls, weights, v_rounds, v_readings)))
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows, flags = [], {}
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context, verify in itertools.product(

@@ -7,7 +7,9 @@ each one's true digit stands among its readings (second, third, further), how ma
 among the D least sure givens, and how many a board carries. Then, for each verify setting
 (doubtful D, rounds R, readings T: `evaluate.verify_doubtful`, `verify_rounds`,
 `verify_readings`), it counts the givens the verify fixed and broke, and the wrong givens it left
-although their true digit was among the readings it tried. It reads the dev givens' true
+although they were within its reach: among the D least sure after the check, with the true digit
+among their T likeliest readings (later rounds re-rank the givens, so this is the first round's
+reach). It reads the dev givens' true
 digits, so it reports and never decides a setting.
 """
 import argparse
@@ -59,7 +61,7 @@ def main(argv=None):
         rows.append({"doubtful": doubtful, "rounds": rounds, "readings": tried, "fixed": int((wrong & ~left).sum()),
                      "broken": int((~wrong & left).sum()), "wrong after": int(left.sum()),
                      "boards with a wrong given after": int(left.any(1).sum()),
-                     "left wrong though tried at its truth": int((left & reachable).sum()),
+                     "left wrong though within reach": int((left & reachable).sum()),
                      "boards with more wrong givens than rounds": int((per_board > rounds).sum())})
     show_rows(rows, "the verify, each setting from the checked readings", args.out)
 

@@ -357,7 +357,7 @@ def test_the_verify_takes_the_second_reading_whose_solve_satnet_is_surer_of(roun
 def test_the_verify_tries_readings_past_the_second_where_asked():
     """evaluate.verify_readings: a given misread with its true digit third is fixed where the
     verify tries three readings, at (doubtful * 2 + 1) passes a round, and not where it tries
-    two; three readings fix what two fix, the second reading's swaps the same."""
+    two, which leave exactly those; three readings leave no given wrong; two is the default."""
     boards, digits, solutions = boards_with_index_images()
     one_hot = lambda d: torch.nn.functional.one_hot(d % K, K).float()
     logits = 4.0 * one_hot(digits)
