@@ -59,3 +59,30 @@ def test_ground_settings_flags_another_permutation(tmp_path):
     table = screen.table(path).splitlines()
     assert "| a=1 | yes |" in next(l for l in table if "a=1" in l)
     assert "| b=2 | **no** |" in next(l for l in table if "b=2" in l)
+
+
+def verify_run(tmp_path, seed: int, right: dict[str, int], boards: int = 200) -> str:
+    """One seed's dev_choices rows and board flags: each verify label right on its first
+    `right[label]` boards (so a better row's boards include a worse row's)."""
+    key = "model=solver_reread proofreader=no solve_sweeps=40 views=7 check_folds=16 starts=4 " \
+          "check_weight=1.0 check_rounds=4 check_context=givens verify="
+    flags = {key + label: "1" * n + "0" * (boards - n) for label, n in right.items()}
+    rows = tmp_path / f"seed{seed}.csv"
+    rows.write_text("verify,dev_every_blank_pct\n" + "".join(f"{label},{100 * n / boards}\n" for label, n in right.items()))
+    (tmp_path / f"seed{seed}.json").write_text(__import__("json").dumps(flags))
+    return f"{rows}:{tmp_path / f'seed{seed}.json'}"
+
+
+def test_seed_rule_takes_the_cheapest_near_the_best_and_only_a_clear_gain(tmp_path, capsys):
+    rule = study("seed_rule")
+    runs = [verify_run(tmp_path, s, {"": 90, "8 x1 r2": 130 + s, "16 x1 r4": 131 + s}) for s in range(3)]
+    rule.main(["--runs", *runs, "--base", ""])
+    assert "winner '8 x1 r2'" in capsys.readouterr().out.splitlines()[-1]  # 0.5 point below the best, 4x cheaper
+    rule.main(["--runs", *runs, "--base", "", "--near", "0.1"])
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "winner '16 x1 r4'" in last and last.endswith("TAKEN")
+    # the same mean gain, but one seed loses: more than two standard errors are not cleared
+    runs = [verify_run(tmp_path, s, {"": 100, "8 x1 r2": n}) for s, n in enumerate((160, 160, 80))]
+    rule.main(["--runs", *runs, "--base", ""])
+    assert capsys.readouterr().out.splitlines()[-1].endswith("not taken")
+    assert rule.cost("16 x1 r4 t3", "passes") == 4 * (16 * 2 + 1) and rule.cost("16 x1 r4", "tries") == 64
