@@ -4,7 +4,7 @@
         --base "" [--cost tries|passes] [--near 0.5]
 
 Each RUN is one seed's `studies/dev_choices.py --out` CSV and its `--board-flags` JSON, joined by
-":". Its rows are named by their `verify` column ("" = the verify off). A candidate is a verify
+":" (several of one workspace: "a.csv,b.csv:a.json,b.json"). Its rows are named by their `verify` column ("" = the verify off). A candidate is a verify
 setting every run scored. The criterion is every blank right (EBR) on the dev boards: it reads no
 given's label.
 - The winner: the highest mean EBR over the runs; among the candidates within --near points of
@@ -21,6 +21,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 
 from scipy.stats import binomtest
 
@@ -39,15 +40,19 @@ def cost(label: str, kind: str) -> int:
 
 
 def read_run(spec: str) -> tuple[str, dict, dict]:
-    """(name, {verify label: EBR}, board flags) of one run "rows.csv:flags.json"."""
-    rows_path, _, flags_path = spec.partition(":")
+    """(name, {verify label: EBR}, board flags) of one run "rows.csv:flags.json", where either
+    side may list several files of one workspace, split by commas."""
+    rows_paths, _, flags_paths = spec.partition(":")
+    rows, flags = {}, {}
     try:
-        with open(rows_path) as handle:
-            rows = {line["verify"]: float(line["dev_every_blank_pct"]) for line in csv.DictReader(handle)}
-        flags = json.loads(open(flags_path).read()) if flags_path else {}
+        for path in rows_paths.split(","):
+            with open(path) as handle:
+                rows.update({line["verify"]: float(line["dev_every_blank_pct"]) for line in csv.DictReader(handle)})
+        for path in filter(None, flags_paths.split(",")):
+            flags.update(json.loads(open(path).read()))
     except (OSError, ValueError, KeyError) as error:
         sys.exit(f"{spec}: {error}")
-    return rows_path, rows, flags
+    return Path(rows_paths.split(",")[0]).stem, rows, flags
 
 
 def main(argv=None) -> int:

@@ -86,3 +86,15 @@ def test_seed_rule_takes_the_cheapest_near_the_best_and_only_a_clear_gain(tmp_pa
     rule.main(["--runs", *runs, "--base", ""])
     assert capsys.readouterr().out.splitlines()[-1].endswith("not taken")
     assert rule.cost("16 x1 r4 t3", "passes") == 4 * (16 * 2 + 1) and rule.cost("16 x1 r4", "tries") == 64
+
+
+def test_seed_rule_reads_one_workspace_from_several_files(tmp_path, capsys):
+    rule = study("seed_rule")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    runs = []
+    for s in range(3):  # each seed's verify-off row in one pair of files, the candidate's in another
+        rows_a, flags_a = verify_run(tmp_path / "a", s, {"": 90}).split(":")
+        rows_b, flags_b = verify_run(tmp_path / "b", s, {"8 x1 r2": 130 + s}).split(":")
+        runs.append(f"{rows_a},{rows_b}:{flags_a},{flags_b}")
+    rule.main(["--runs", *runs, "--base", ""])
+    assert capsys.readouterr().out.splitlines()[-1].startswith("winner '8 x1 r2'")
