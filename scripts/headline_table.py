@@ -11,7 +11,7 @@ Intel Xeon with AMX (results/cpu9_fast_reader_width16/: its float sums train oth
 0-4 on the Zen 4, results/cpu9_fast_reader_width16_zen4/, have a seeds table but no column), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), and the default's pipeline on Fashion-MNIST's
-clothing (`fashion9`, results/fashion9/), each the mean +- sample std over its seeds' records (results/<p>/
+clothing (`fashion9`, results/fashion9_verify/, on an Intel Xeon with AMX) and the same before the verify (results/fashion9/), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), with the mean's 95 % interval over the test images and boards
 in brackets where every seed's record has evaluate's bootstrap (satground/boards/intervals.py;
 seeds combined by their standard errors), then the paper's own figures. A configuration without a record
@@ -52,7 +52,8 @@ CONFIGURATIONS = {"cpu9_fast_verify_zen4": "rule-free, the default (`cpu9_fast`)
                   "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)",
                   "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
-                  "fashion9": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST)"}
+                  "fashion9_verify": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST), on an Intel Xeon",
+                  "fashion9": "rule-free, clothing, without the verify (`evaluate.verify_doubtful: 0`)"}
 SEEDS_ONLY = ("cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
