@@ -23,6 +23,11 @@ def row(flags: dict, piece: str, where: str) -> str:
     return flags[found[0]]
 
 
+def mcnemar_p(b: int, c: int) -> float:
+    """The exact two-sided binomial p of b against c (McNemar's test); 1 where no board differs."""
+    return binomtest(b, b + c).pvalue if b + c else 1.0
+
+
 def discordant(base: str, new: str) -> tuple[int, int]:
     """(b, c): boards right under new alone, and under base alone."""
     return sum(n == "1" and o == "0" for o, n in zip(base, new)), sum(n == "0" and o == "1" for o, n in zip(base, new))
@@ -44,9 +49,9 @@ def main(argv=None) -> int:
         base, new = row(flags, args.base, path), row(flags, args.new, path)
         b, c = discordant(base, new)
         total_b, total_c = total_b + b, total_c + c
-        p = binomtest(b, b + c).pvalue if b + c else 1.0
+        p = mcnemar_p(b, c)
         print(f"| {path} | {len(base)} | {b} | {c} | {100 * (b - c) / len(base):+.1f} | {p:.2g} |")
-    p = binomtest(total_b, total_b + total_c).pvalue if total_b + total_c else 1.0
+    p = mcnemar_p(total_b, total_c)
     print(f"| pooled | | {total_b} | {total_c} | | {p:.2g} |")
     return 0
 

@@ -18,14 +18,12 @@ Prints the table of candidates and the decision; exits 0 whether or not the winn
 import argparse
 import csv
 import json
-import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
-from scipy.stats import binomtest
-
-from paired_boards import discordant, row
+from paired_boards import discordant, mcnemar_p, row
 
 
 def cost(label: str, kind: str) -> int:
@@ -76,15 +74,15 @@ def main(argv=None) -> int:
     winner = min((label for label in labels if label != args.base and mean[label] >= best - args.near),
                  key=lambda label: (cost(label, args.cost), -mean[label]))
     gains = [rows[winner] - rows[args.base] for _, rows, _ in runs]
-    gain = sum(gains) / len(gains)
-    se = math.sqrt(sum((g - gain) ** 2 for g in gains) / (len(gains) - 1) / len(gains)) if len(gains) > 1 else math.inf
+    gain = statistics.mean(gains)
+    se = statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("inf")
     b = c = 0
     for name, _, flags in runs:
         if not flags:
             sys.exit(f"{name}: no board flags given (rows.csv:flags.json): the McNemar test needs them")
         db, dc = discordant(row(flags, f"verify={args.base}", name), row(flags, f"verify={winner}", name))
         b, c = b + db, c + dc
-    p = binomtest(b, b + c).pvalue if b + c else 1.0
+    p = mcnemar_p(b, c)
     taken = gain > 2 * se and p < 0.01
     print(f"\nwinner {winner or 'off'!r}: mean EBR {mean[winner]:.2f}; gain over {args.base or 'off'!r} "
           f"{gain:+.2f} points (per run {', '.join(f'{g:+.1f}' for g in gains)}), 2 SE {2 * se:.2f}; "
