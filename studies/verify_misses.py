@@ -9,7 +9,12 @@ among the D least sure givens, and how many a board carries. Then, for each veri
 `verify_readings`), it counts the givens the verify fixed and broke, and the wrong givens it left
 although they were within its reach: among the D least sure after the check, with the true digit
 among their T likeliest readings (later rounds re-rank the givens, so this is the first round's
-reach). It reads the dev givens' true
+reach). With --weighed, it then weighs single tries as the verify's first round would: each
+wrong given within reach tried at its true digit, and each right given among the D least sure tried
+at its second reading. For each kind: the readings' log odds against the first reading, SATNet's
+gain in surety from the try (`solve_surety`), and the share a weight W would let win (log odds +
+W x gain > 0), beside the noise of the surety itself: the spread of one board's surety over two
+solves from different random starts. It reads the dev givens' true
 digits, so it reports and never decides a setting.
 """
 import argparse
@@ -19,7 +24,7 @@ import torch
 from common import final_model_on_dev, show_rows, workspace_arguments
 from satground.harness.io import seed_everything
 from satground.harness.params import load_params
-from satground.solver.check import checked_readings, verified_readings
+from satground.solver.check import checked_readings, solve_surety, verified_readings
 
 
 @torch.no_grad()
@@ -29,6 +34,8 @@ def main(argv=None):
     parser.add_argument("--settings", nargs="+", default=["16,4,2", "32,4,2", "16,4,3"],
                         help="verify settings, each doubtful,rounds,readings")
     parser.add_argument("--out", help="CSV of the verify rows (printed as a table either way)")
+    parser.add_argument("--weighed", metavar="D,T", help="weigh single tries within the D least sure givens "
+                        "and T likeliest readings (e.g. 16,4)")
     args = parser.parse_args(argv)
 
     params = load_params(args.params)
@@ -64,6 +71,49 @@ def main(argv=None):
                      "left wrong though within reach": int((left & reachable).sum()),
                      "boards with more wrong givens than rounds": int((per_board > rounds).sum())})
     show_rows(rows, "the verify, each setting from the checked readings", args.out)
+    if args.weighed:
+        doubtful, tried = (int(x) for x in args.weighed.split(","))
+        seed_everything(params.seed)
+        weighed(model.solver, checked, given, truth, wrong & (place < tried) & (sureness < doubtful),
+                ~wrong & given & (sureness < doubtful))
+
+
+def try_gains(solver, checked, given, chosen, digit_of):
+    """Each chosen given (B, C bool) tried alone at digit_of (B, C): its readings' log odds against
+    the first reading and SATNet's gain in surety over the board as read, one pass per try a board."""
+    B, C, K = checked.shape
+    rows, first = torch.arange(B), checked.argmax(2)
+    digits = torch.where(given, first, -1)
+    as_read = solve_surety(solver, digits, given, K)
+    order = chosen.float().sort(dim=1, descending=True, stable=True).indices  # each board's chosen givens first
+    odds, gains = [], []
+    for j in range(int(chosen.sum(1).max())):
+        cell, live = order[:, j], chosen[rows, order[:, j]]
+        other = digits.clone()
+        other[rows, cell] = torch.where(live, digit_of[rows, cell], other[rows, cell])
+        gain = solve_surety(solver, other, given, K) - as_read
+        log_odds = (checked[rows, cell, digit_of[rows, cell]].clamp_min(1e-4).log()
+                    - checked[rows, cell, first[rows, cell]].clamp_min(1e-4).log())
+        odds.append(log_odds[live])
+        gains.append(gain[live])
+    return torch.cat(odds or [torch.zeros(0)]), torch.cat(gains or [torch.zeros(0)]), as_read
+
+
+def weighed(solver, checked, given, truth, reachable, doubtful_right):
+    second = checked.argsort(2, descending=True)[..., 1]
+    rows = []
+    for kind, chosen, digit_of in (("wrong given, tried at its truth", reachable, truth),
+                                   ("right given, tried at its second reading", doubtful_right, second)):
+        odds, gains, as_read = try_gains(solver, checked, given, chosen, digit_of)
+        row = {"tries": kind, "count": len(odds), "log odds, median": f"{odds.median():.2f}",
+               "gain in surety, median": f"{gains.median():.2f}"}
+        row.update({f"win at W {w:g} %": f"{100 * ((odds + w * gains) > 0).float().mean():.1f}" for w in (0.5, 1, 2, 4)})
+        rows.append(row)
+    B, C, K = checked.shape
+    digits = torch.where(given, checked.argmax(2), -1)
+    noise = solve_surety(solver, digits, given, K) - as_read  # the same boards, other random starts
+    show_rows(rows, f"single tries weighed (the surety's own spread over two solves of a board as read: "
+                    f"sd {noise.std() / 2 ** 0.5:.2f}, median |difference| {noise.abs().median():.2f})", None)
 
 
 if __name__ == "__main__":

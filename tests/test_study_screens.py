@@ -98,3 +98,29 @@ def test_seed_rule_reads_one_workspace_from_several_files(tmp_path, capsys):
         runs.append(f"{rows_a},{rows_b}:{flags_a},{flags_b}")
     rule.main(["--runs", *runs, "--base", ""])
     assert capsys.readouterr().out.splitlines()[-1].startswith("winner '8 x1 r2'")
+
+
+def test_verify_misses_weighs_each_chosen_try_alone():
+    """try_gains: one try a chosen given, its log odds against the first reading and SATNet's
+    gain in surety over the board as read (a stub solver sure of its solve only where cell 0
+    shows digit 1)."""
+    import math
+
+    import torch
+    misses = study("verify_misses")
+
+    def solver(shown, is_input):  # (B, C*K) -> (B, C*K): blank cells sure iff cell 0 shows digit 1
+        shown = shown.reshape(len(shown), 3, 2)
+        sure = shown[:, 0, 1] > 0.5
+        out = torch.where(sure[:, None, None], torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
+        return out.expand(-1, 3, -1).reshape(len(shown), -1)
+
+    checked = torch.tensor([[[0.8, 0.2], [0.9, 0.1], [0.5, 0.5]],
+                            [[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]]])
+    given = torch.tensor([[True, True, False], [True, True, False]])
+    chosen = torch.tensor([[True, True, False], [True, False, False]])
+    odds, gains, as_read = misses.try_gains(solver, checked, given, chosen, torch.ones(2, 3, dtype=torch.long))
+    assert torch.allclose(as_read, torch.full((2,), math.log(0.5)))
+    # board 0 tries cells 0 and 1, board 1 cell 0; the order is by try, then by board
+    assert torch.allclose(odds, torch.tensor([math.log(0.2 / 0.8), math.log(0.4 / 0.6), math.log(0.1 / 0.9)]))
+    assert torch.allclose(gains, torch.tensor([-math.log(0.5), -math.log(0.5), 0.0]))
