@@ -14,7 +14,8 @@ wrong given within reach tried at its true digit, and each right given among the
 at its second reading. For each kind: the readings' log odds against the first reading, SATNet's
 gain in surety from the try (`solve_surety`), and the share a weight W would let win (log odds +
 W x gain > 0), beside the noise of the surety itself: the spread of one board's surety over two
-solves from different random starts. It reads the dev givens' true
+solves from different random starts. And each board's two least sure of each kind tried alone and
+together: whether a pair wins where neither of its tries does. It reads the dev givens' true
 digits, so it reports and never decides a setting.
 """
 import argparse
@@ -114,6 +115,38 @@ def weighed(solver, checked, given, truth, reachable, doubtful_right):
     noise = solve_surety(solver, digits, given, K) - as_read  # the same boards, other random starts
     show_rows(rows, f"single tries weighed (the surety's own spread over two solves of a board as read: "
                     f"sd {noise.std() / 2 ** 0.5:.2f}, median |difference| {noise.abs().median():.2f})", None)
+    pairs = []
+    for kind, chosen, digit_of in (("two wrong givens, at their truths", reachable, truth),
+                                   ("two right givens, at their second readings", doubtful_right, second)):
+        first, other, both = pair_scores(solver, checked, given, chosen, digit_of)
+        pairs.append({"pairs": kind, "boards": len(both), "the pair wins %": f"{100 * (both > 0).float().mean():.1f}",
+                      "a try alone wins %": f"{100 * ((first > 0) | (other > 0)).float().mean():.1f}",
+                      "the pair wins, neither alone %": f"{100 * ((both > 0) & (first <= 0) & (other <= 0)).float().mean():.1f}"})
+    show_rows(pairs, "each board's two least sure of a kind, tried alone and together (weight 1)", None)
+
+
+def pair_scores(solver, checked, given, chosen, digit_of):
+    """For each board with two chosen givens or more: the two least sure tried at digit_of alone
+    and together, each scored as the verify weighs a try at weight 1 (log odds + gain in surety)."""
+    B, C, K = checked.shape
+    rows, first = torch.arange(B), checked.argmax(2)
+    digits = torch.where(given, first, -1)
+    as_read = solve_surety(solver, digits, given, K)
+    a, b = torch.where(chosen, checked.max(2).values, 2.0).argsort(1)[:, :2].T
+    live = chosen.sum(1) >= 2
+
+    def log_odds(cell):
+        return (checked[rows, cell, digit_of[rows, cell]].clamp_min(1e-4).log()
+                - checked[rows, cell, first[rows, cell]].clamp_min(1e-4).log())
+
+    def gain(*cells):
+        tried = digits.clone()
+        for cell in cells:
+            tried[rows, cell] = digit_of[rows, cell]
+        return solve_surety(solver, tried, given, K) - as_read
+
+    scores = log_odds(a) + gain(a), log_odds(b) + gain(b), log_odds(a) + log_odds(b) + gain(a, b)
+    return tuple(score[live] for score in scores)
 
 
 if __name__ == "__main__":

@@ -124,3 +124,27 @@ def test_verify_misses_weighs_each_chosen_try_alone():
     # board 0 tries cells 0 and 1, board 1 cell 0; the order is by try, then by board
     assert torch.allclose(odds, torch.tensor([math.log(0.2 / 0.8), math.log(0.4 / 0.6), math.log(0.1 / 0.9)]))
     assert torch.allclose(gains, torch.tensor([-math.log(0.5), -math.log(0.5), 0.0]))
+
+
+def test_verify_misses_scores_a_pair_alone_and_together():
+    """pair_scores: a stub solver sure of its solve only where cells 0 and 1 both show digit 1, so
+    neither try alone gains and the pair does; a board with one chosen given has no pair."""
+    import math
+
+    import torch
+    misses = study("verify_misses")
+
+    def solver(shown, is_input):
+        shown = shown.reshape(len(shown), 3, 2)
+        sure = (shown[:, 0, 1] > 0.5) & (shown[:, 1, 1] > 0.5)
+        out = torch.where(sure[:, None, None], torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
+        return out.expand(-1, 3, -1).reshape(len(shown), -1)
+
+    checked = torch.tensor([[[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]],
+                            [[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]]])
+    given = torch.tensor([[True, True, False], [True, True, False]])
+    chosen = torch.tensor([[True, True, False], [True, False, False]])
+    first, other, both = misses.pair_scores(solver, checked, given, chosen, torch.ones(2, 3, dtype=torch.long))
+    odds0, odds1 = math.log(0.4 / 0.6), math.log(0.3 / 0.7)
+    assert torch.allclose(first, torch.tensor([odds0])) and torch.allclose(other, torch.tensor([odds1]))
+    assert torch.allclose(both, torch.tensor([odds0 + odds1 - math.log(0.5)]))
