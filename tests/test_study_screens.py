@@ -100,26 +100,32 @@ def test_seed_rule_reads_one_workspace_from_several_files(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("winner '8 x1 r2'")
 
 
+
+def sure_where(*cells):
+    """A stub SATNet on 3-cell, 2-digit boards, (B, C*K) -> (B, C*K): every cell sure of digit 0
+    where each of `cells` shows digit 1, else torn between the two."""
+    import torch
+
+    def solver(shown, is_input):
+        shown = shown.reshape(len(shown), 3, 2)
+        sure = torch.stack([shown[:, cell, 1] > 0.5 for cell in cells]).all(0)
+        out = torch.where(sure[:, None, None], torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
+        return out.expand(-1, 3, -1).reshape(len(shown), -1)
+    return solver
+
+
 def test_verify_misses_weighs_each_chosen_try_alone():
     """try_gains: one try a chosen given, its log odds against the first reading and SATNet's
-    gain in surety over the board as read (a stub solver sure of its solve only where cell 0
-    shows digit 1)."""
+    gain in surety over the board as read (sure only where cell 0 shows digit 1)."""
     import math
 
     import torch
     misses = study("verify_misses")
-
-    def solver(shown, is_input):  # (B, C*K) -> (B, C*K): blank cells sure iff cell 0 shows digit 1
-        shown = shown.reshape(len(shown), 3, 2)
-        sure = shown[:, 0, 1] > 0.5
-        out = torch.where(sure[:, None, None], torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
-        return out.expand(-1, 3, -1).reshape(len(shown), -1)
-
     checked = torch.tensor([[[0.8, 0.2], [0.9, 0.1], [0.5, 0.5]],
                             [[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]]])
     given = torch.tensor([[True, True, False], [True, True, False]])
     chosen = torch.tensor([[True, True, False], [True, False, False]])
-    odds, gains, as_read = misses.try_gains(solver, checked, given, chosen, torch.ones(2, 3, dtype=torch.long))
+    odds, gains, as_read = misses.try_gains(sure_where(0), checked, given, chosen, torch.ones(2, 3, dtype=torch.long))
     assert torch.allclose(as_read, torch.full((2,), math.log(0.5)))
     # board 0 tries cells 0 and 1, board 1 cell 0; the order is by try, then by board
     assert torch.allclose(odds, torch.tensor([math.log(0.2 / 0.8), math.log(0.4 / 0.6), math.log(0.1 / 0.9)]))
@@ -127,24 +133,19 @@ def test_verify_misses_weighs_each_chosen_try_alone():
 
 
 def test_verify_misses_scores_a_pair_alone_and_together():
-    """pair_scores: a stub solver sure of its solve only where cells 0 and 1 both show digit 1, so
-    neither try alone gains and the pair does; a board with one chosen given has no pair."""
+    """pair_scores: SATNet sure only where cells 0 and 1 both show digit 1, so neither try alone
+    wins and the pair does; a board with one chosen given has no pair."""
     import math
 
     import torch
     misses = study("verify_misses")
-
-    def solver(shown, is_input):
-        shown = shown.reshape(len(shown), 3, 2)
-        sure = (shown[:, 0, 1] > 0.5) & (shown[:, 1, 1] > 0.5)
-        out = torch.where(sure[:, None, None], torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
-        return out.expand(-1, 3, -1).reshape(len(shown), -1)
-
-    checked = torch.tensor([[[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]],
-                            [[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]]])
+    checked = torch.tensor([[[0.55, 0.45], [0.6, 0.4], [0.5, 0.5]],
+                            [[0.55, 0.45], [0.6, 0.4], [0.5, 0.5]]])
     given = torch.tensor([[True, True, False], [True, True, False]])
     chosen = torch.tensor([[True, True, False], [True, False, False]])
-    first, other, both = misses.pair_scores(solver, checked, given, chosen, torch.ones(2, 3, dtype=torch.long))
-    odds0, odds1 = math.log(0.4 / 0.6), math.log(0.3 / 0.7)
+    first, other, both = misses.pair_scores(sure_where(0, 1), checked, given, chosen,
+                                            torch.ones(2, 3, dtype=torch.long))
+    odds0, odds1 = math.log(0.45 / 0.55), math.log(0.4 / 0.6)
     assert torch.allclose(first, torch.tensor([odds0])) and torch.allclose(other, torch.tensor([odds1]))
     assert torch.allclose(both, torch.tensor([odds0 + odds1 - math.log(0.5)]))
+    assert first.item() < 0 and other.item() < 0 < both.item()
