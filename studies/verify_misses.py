@@ -79,12 +79,19 @@ def main(argv=None):
                 ~wrong & given & (sureness < doubtful))
 
 
+def log_odds(checked, cell, digit_of):
+    """(B,) the readings' log odds of each board's given at `cell` (B,): its reading digit_of (B, C)
+    against its first reading."""
+    rows = torch.arange(len(checked))
+    return (checked[rows, cell, digit_of[rows, cell]].clamp_min(1e-4).log()
+            - checked[rows, cell].max(1).values.clamp_min(1e-4).log())
+
+
 def try_gains(solver, checked, given, chosen, digit_of):
     """Each chosen given (B, C bool) tried alone at digit_of (B, C): its readings' log odds against
     the first reading and SATNet's gain in surety over the board as read, one pass per try a board."""
     B, C, K = checked.shape
-    rows, first = torch.arange(B), checked.argmax(2)
-    digits = torch.where(given, first, -1)
+    rows, digits = torch.arange(B), torch.where(given, checked.argmax(2), -1)
     as_read = solve_surety(solver, digits, given, K)
     order = chosen.float().sort(dim=1, descending=True, stable=True).indices  # each board's chosen givens first
     odds, gains = [], []
@@ -93,14 +100,14 @@ def try_gains(solver, checked, given, chosen, digit_of):
         other = digits.clone()
         other[rows, cell] = torch.where(live, digit_of[rows, cell], other[rows, cell])
         gain = solve_surety(solver, other, given, K) - as_read
-        log_odds = (checked[rows, cell, digit_of[rows, cell]].clamp_min(1e-4).log()
-                    - checked[rows, cell, first[rows, cell]].clamp_min(1e-4).log())
-        odds.append(log_odds[live])
+        odds.append(log_odds(checked, cell, digit_of)[live])
         gains.append(gain[live])
     return torch.cat(odds or [torch.zeros(0)]), torch.cat(gains or [torch.zeros(0)]), as_read
 
 
 def weighed(solver, checked, given, truth, reachable, doubtful_right):
+    """Prints the tries weighed: wrong givens within reach at their truths, and right doubtful
+    givens at their second readings, alone (try_gains) and in pairs (pair_scores)."""
     second = checked.argsort(2, descending=True)[..., 1]
     rows = []
     for kind, chosen, digit_of in (("wrong given, tried at its truth", reachable, truth),
@@ -118,10 +125,12 @@ def weighed(solver, checked, given, truth, reachable, doubtful_right):
     pairs = []
     for kind, chosen, digit_of in (("two wrong givens, at their truths", reachable, truth),
                                    ("two right givens, at their second readings", doubtful_right, second)):
-        first, other, both = pair_scores(solver, checked, given, chosen, digit_of)
-        pairs.append({"pairs": kind, "boards": len(both), "the pair wins %": f"{100 * (both > 0).float().mean():.1f}",
-                      "a try alone wins %": f"{100 * ((first > 0) | (other > 0)).float().mean():.1f}",
-                      "the pair wins, neither alone %": f"{100 * ((both > 0) & (first <= 0) & (other <= 0)).float().mean():.1f}"})
+        alone_a, alone_b, together = pair_scores(solver, checked, given, chosen, digit_of)
+        alone = (alone_a > 0) | (alone_b > 0)
+        pairs.append({"pairs": kind, "boards": len(together),
+                      "the pair wins %": f"{100 * (together > 0).float().mean():.1f}",
+                      "a try alone wins %": f"{100 * alone.float().mean():.1f}",
+                      "the pair wins, neither alone %": f"{100 * ((together > 0) & ~alone).float().mean():.1f}"})
     show_rows(pairs, "each board's two least sure of a kind, tried alone and together (weight 1)", None)
 
 
@@ -129,15 +138,10 @@ def pair_scores(solver, checked, given, chosen, digit_of):
     """For each board with two chosen givens or more: the two least sure tried at digit_of alone
     and together, each scored as the verify weighs a try at weight 1 (log odds + gain in surety)."""
     B, C, K = checked.shape
-    rows, first = torch.arange(B), checked.argmax(2)
-    digits = torch.where(given, first, -1)
+    rows, digits = torch.arange(B), torch.where(given, checked.argmax(2), -1)
     as_read = solve_surety(solver, digits, given, K)
     a, b = torch.where(chosen, checked.max(2).values, 2.0).argsort(1)[:, :2].T
     live = chosen.sum(1) >= 2
-
-    def log_odds(cell):
-        return (checked[rows, cell, digit_of[rows, cell]].clamp_min(1e-4).log()
-                - checked[rows, cell, first[rows, cell]].clamp_min(1e-4).log())
 
     def gain(*cells):
         tried = digits.clone()
@@ -145,7 +149,8 @@ def pair_scores(solver, checked, given, chosen, digit_of):
             tried[rows, cell] = digit_of[rows, cell]
         return solve_surety(solver, tried, given, K) - as_read
 
-    scores = log_odds(a) + gain(a), log_odds(b) + gain(b), log_odds(a) + log_odds(b) + gain(a, b)
+    odds_a, odds_b = log_odds(checked, a, digit_of), log_odds(checked, b, digit_of)
+    scores = odds_a + gain(a), odds_b + gain(b), odds_a + odds_b + gain(a, b)
     return tuple(score[live] for score in scores)
 
 
