@@ -87,21 +87,32 @@ def log_odds(checked, cell, digit_of):
             - checked[rows, cell].max(1).values.clamp_min(1e-4).log())
 
 
+def board_tries(solver, checked, given):
+    """(surety (B,), gain): how sure SATNet is of its solve of each board with its givens at their
+    first reading (`solve_surety`), and gain(digit_of, *cells), its gain in surety over that when
+    each board's givens at `cells` (each (B,)) show digit_of (B, C) instead, one pass a call."""
+    B, C, K = checked.shape
+    rows, digits = torch.arange(B), torch.where(given, checked.argmax(2), -1)
+    surety = solve_surety(solver, digits, given, K)
+
+    def gain(digit_of, *cells):
+        tried = digits.clone()
+        for cell in cells:
+            tried[rows, cell] = digit_of[rows, cell]
+        return solve_surety(solver, tried, given, K) - surety
+    return surety, gain
+
+
 def try_gains(solver, checked, given, chosen, digit_of):
     """Each chosen given (B, C bool) tried alone at digit_of (B, C): its readings' log odds against
     the first reading and SATNet's gain in surety over the board as read, one pass per try a board."""
-    B, C, K = checked.shape
-    rows, digits = torch.arange(B), torch.where(given, checked.argmax(2), -1)
-    as_read = solve_surety(solver, digits, given, K)
+    as_read, gain = board_tries(solver, checked, given)
     order = chosen.float().sort(dim=1, descending=True, stable=True).indices  # each board's chosen givens first
     odds, gains = [], []
-    for j in range(int(chosen.sum(1).max())):
-        cell, live = order[:, j], chosen[rows, order[:, j]]
-        other = digits.clone()
-        other[rows, cell] = torch.where(live, digit_of[rows, cell], other[rows, cell])
-        gain = solve_surety(solver, other, given, K) - as_read
+    for cell in order.T[:int(chosen.sum(1).max())]:
+        live = chosen[torch.arange(len(cell)), cell]
         odds.append(log_odds(checked, cell, digit_of)[live])
-        gains.append(gain[live])
+        gains.append(gain(digit_of, cell)[live])
     return torch.cat(odds or [torch.zeros(0)]), torch.cat(gains or [torch.zeros(0)]), as_read
 
 
@@ -117,9 +128,7 @@ def weighed(solver, checked, given, truth, reachable, doubtful_right):
                "gain in surety, median": f"{gains.median():.2f}"}
         row.update({f"win at W {w:g} %": f"{100 * ((odds + w * gains) > 0).float().mean():.1f}" for w in (0.5, 1, 2, 4)})
         rows.append(row)
-    B, C, K = checked.shape
-    digits = torch.where(given, checked.argmax(2), -1)
-    noise = solve_surety(solver, digits, given, K) - as_read  # the same boards, other random starts
+    noise = board_tries(solver, checked, given)[0] - as_read  # the same boards, other random starts
     show_rows(rows, f"single tries weighed (the surety's own spread over two solves of a board as read: "
                     f"sd {noise.std() / 2 ** 0.5:.2f}, median |difference| {noise.abs().median():.2f})", None)
     pairs = []
@@ -137,21 +146,11 @@ def weighed(solver, checked, given, truth, reachable, doubtful_right):
 def pair_scores(solver, checked, given, chosen, digit_of):
     """For each board with two chosen givens or more: the two least sure tried at digit_of alone
     and together, each scored as the verify weighs a try at weight 1 (log odds + gain in surety)."""
-    B, C, K = checked.shape
-    rows, digits = torch.arange(B), torch.where(given, checked.argmax(2), -1)
-    as_read = solve_surety(solver, digits, given, K)
+    _, gain = board_tries(solver, checked, given)
     a, b = torch.where(chosen, checked.max(2).values, 2.0).argsort(1)[:, :2].T
-    live = chosen.sum(1) >= 2
-
-    def gain(*cells):
-        tried = digits.clone()
-        for cell in cells:
-            tried[rows, cell] = digit_of[rows, cell]
-        return solve_surety(solver, tried, given, K) - as_read
-
     odds_a, odds_b = log_odds(checked, a, digit_of), log_odds(checked, b, digit_of)
-    scores = odds_a + gain(a), odds_b + gain(b), odds_a + odds_b + gain(a, b)
-    return tuple(score[live] for score in scores)
+    scores = odds_a + gain(digit_of, a), odds_b + gain(digit_of, b), odds_a + odds_b + gain(digit_of, a, b)
+    return tuple(score[chosen.sum(1) >= 2] for score in scores)
 
 
 if __name__ == "__main__":
