@@ -149,3 +149,18 @@ def test_verify_misses_scores_a_pair_alone_and_together():
     assert torch.allclose(first, torch.tensor([odds0])) and torch.allclose(other, torch.tensor([odds1]))
     assert torch.allclose(both, torch.tensor([odds0 + odds1 - math.log(0.5)]))
     assert first.item() < 0 and other.item() < 0 < both.item()
+
+
+def test_paired_boards_compares_rows_of_two_workspaces(tmp_path, capsys):
+    """--new-flags: the new row from another workspace's files, board by board against the base's."""
+    paired = study("paired_boards")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    base = [verify_run(tmp_path / "a", s, {"16 x1 r8 t4": 100}).split(":")[1] for s in range(3)]
+    better = [verify_run(tmp_path / "b", s, {"16 x1 r8 t4": 130 + s}).split(":")[1] for s in range(3)]
+    paired.main(["--flags", *base, "--new-flags", *better, "--base", "16 x1 r8 t4", "--new", "16 x1 r8 t4"])
+    out = capsys.readouterr().out.splitlines()
+    assert "| 200 | 30 | 0 | +15.0 |" in out[2] and out[-1].startswith("mean gain +15.50") and out[-1].endswith("TAKEN")
+    paired.main(["--flags", *base, "--new-flags", *base, "--base", "16 x1 r8 t4", "--new", "16 x1 r8 t4"])
+    assert capsys.readouterr().out.splitlines()[-1].endswith("not taken")  # the same rows: no gain
+    with pytest.raises(SystemExit, match="2 files for 3"):
+        paired.main(["--flags", *base, "--new-flags", *better[:2], "--base", "x", "--new", "x"])
