@@ -34,6 +34,14 @@ def mcnemar_p(b: int, c: int) -> float:
     return binomtest(b, b + c).pvalue if b + c else 1.0
 
 
+def verdict(gains: list[float], p: float) -> tuple[float, float, bool]:
+    """(mean gain, two standard errors of the per-run gains, taken): a change is taken where its
+    mean gain clears two standard errors and the pooled McNemar p < 0.01."""
+    gain = statistics.mean(gains)
+    two_se = 2 * statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("inf")
+    return gain, two_se, gain > two_se and p < 0.01
+
+
 def discordant(base: str, new: str) -> tuple[int, int]:
     """(b, c): boards right under new alone, and under base alone."""
     return sum(n == "1" and o == "0" for o, n in zip(base, new)), sum(n == "0" and o == "1" for o, n in zip(base, new))
@@ -63,9 +71,7 @@ def main(argv=None) -> int:
         print(f"| {path} | {len(base)} | {b} | {c} | {gains[-1]:+.1f} | {mcnemar_p(b, c):.2g} |")
     p = mcnemar_p(total_b, total_c)
     print(f"| pooled | | {total_b} | {total_c} | | {p:.2g} |")
-    gain = statistics.mean(gains)
-    two_se = 2 * statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("inf")
-    taken = gain > two_se and p < 0.01
+    gain, two_se, taken = verdict(gains, p)
     print(f"\nmean gain {gain:+.2f} points, 2 SE {two_se:.2f}, pooled p {p:.2g}: {'TAKEN' if taken else 'not taken'}")
     return 0
 

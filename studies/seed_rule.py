@@ -19,11 +19,10 @@ import argparse
 import csv
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
-from paired_boards import discordant, mcnemar_p, row
+from paired_boards import discordant, mcnemar_p, row, verdict
 
 
 def cost(label: str, kind: str) -> int:
@@ -74,8 +73,6 @@ def main(argv=None) -> int:
     winner = min((label for label in labels if label != args.base and mean[label] >= best - args.near),
                  key=lambda label: (cost(label, args.cost), -mean[label]))
     gains = [rows[winner] - rows[args.base] for _, rows, _ in runs]
-    gain = statistics.mean(gains)
-    se = statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("inf")
     b = c = 0
     for name, _, flags in runs:
         if not flags:
@@ -83,9 +80,9 @@ def main(argv=None) -> int:
         db, dc = discordant(row(flags, f"verify={args.base}", name), row(flags, f"verify={winner}", name))
         b, c = b + db, c + dc
     p = mcnemar_p(b, c)
-    taken = gain > 2 * se and p < 0.01
+    gain, two_se, taken = verdict(gains, p)
     print(f"\nwinner {winner or 'off'!r}: mean EBR {mean[winner]:.2f}; gain over {args.base or 'off'!r} "
-          f"{gain:+.2f} points (per run {', '.join(f'{g:+.1f}' for g in gains)}), 2 SE {2 * se:.2f}; "
+          f"{gain:+.2f} points (per run {', '.join(f'{g:+.1f}' for g in gains)}), 2 SE {two_se:.2f}; "
           f"pooled McNemar b {b}, c {c}, p {p:.2g}: {'TAKEN' if taken else 'not taken'}")
     return 0
 

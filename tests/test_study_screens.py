@@ -100,7 +100,6 @@ def test_seed_rule_reads_one_workspace_from_several_files(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("winner '8 x1 r2'")
 
 
-
 def sure_where(*cells):
     """A stub SATNet on 3-cell, 2-digit boards, (B, C*K) -> (B, C*K): every cell sure of digit 0
     where each of `cells` shows digit 1, else torn between the two."""
