@@ -14,7 +14,8 @@ other runs' (mean adjusted Rand index); `information`, InfoGAN's code informatio
 images. The peer structure is built only where it is used (the peers method, or the peers
 choice): an image-only method (selflabel, umap, spectral, infogan) otherwise never reads the boards.
 
-Trains only on the images shown in given cells of data/prepared/train.pt, never on labels.
+Trains only on the images shown in given cells of data/prepared/train.pt, never on labels;
+`cluster.fit_images` fits on a seeded draw of them (every image is assigned all the same).
 The clustering accuracy is reported on the dev boards' given-cell images (dev_truth.pt,
 "image_labels"); without that file training runs identically, unreported. No truth of the
 training or test images is read. Writes
@@ -30,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from satground.clustering import CLUSTERERS, save_clusterer
@@ -64,6 +66,14 @@ class Pools:
                                    else peer_conflict_rate(clusters, self.cannot_link))
         return train, cluster_report(clusterer.assign(self.dev_images), self.dev_labels, self.n_clusters,
                                      self.n_digits)
+
+
+def fit_sample(n_images: int, fit_images: int, seed: int) -> torch.Tensor:
+    """Indices (sorted) of the training images the clusterer fits on: all of them, or where
+    `cluster.fit_images` is smaller, a draw of that many seeded by the clusterer's seed."""
+    if not 0 < fit_images < n_images:
+        return torch.arange(n_images)
+    return torch.from_numpy(np.sort(np.random.default_rng(seed).choice(n_images, fit_images, replace=False)))
 
 
 def fit_one(cfg, seed: int, pools: Pools, folder: Path, report: StageReport, prefix: str, where: str):
@@ -157,9 +167,10 @@ def main(argv=None):
     K = train_boards.n_digits
     dev_images, dev_idx, _ = load_given_images(args.prepared, "dev", K)
     reads_peers = CLUSTERERS[cfg.method].reads_peers or (cfg.restarts > 1 and cfg.restart_choice == "peers")
-    pools = Pools(train_images, dev_images,
+    fitted = fit_sample(len(train_images), cfg.fit_images, cfg.seed)
+    pools = Pools(train_images[fitted], dev_images,
                   load_image_labels(args.prepared, "dev", dev_idx),  # reporting only: None when absent
-                  cfg.n_clusters(K), K, peer_cannot_links(train_boards, train_idx) if reads_peers else None)
+                  cfg.n_clusters(K), K, peer_cannot_links(train_boards, train_idx[fitted]) if reads_peers else None)
 
     # a fresh folder that replaces models/cluster/ whole: no file of an earlier run survives
     report = StageReport(args.metrics_out)
@@ -177,7 +188,8 @@ def main(argv=None):
     counts = clusterer.parameter_counts()
     info = {
         "method": cfg.method, "seed": kept["seed"], "epochs": trained[-1]["epoch"] if trained else 0,
-        "n_clusters": pools.n_clusters, "n_train_images": len(train_images), "n_dev_images": len(dev_images),
+        "n_clusters": pools.n_clusters, "n_train_images": len(train_images),
+        "n_fit_images": len(pools.train_images), "n_dev_images": len(dev_images),
         "dev_accuracy": kept["dev_accuracy"],
         "train_largest_cluster": kept["train_largest_cluster"], "peer_conflicts": kept["peer_conflicts"],
         "code_information": kept["code_information"], "restart_choice": cfg.restart_choice,
@@ -191,7 +203,7 @@ def main(argv=None):
 
     chosen = (f", kept seed {kept['seed']} of {cfg.restarts} (restart_choice: {cfg.restart_choice})"
               if cfg.restarts > 1 else "")
-    print(f"cluster: {cfg.method} K={pools.n_clusters} on {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
+    print(f"cluster: {cfg.method} K={pools.n_clusters} fit on {len(pools.train_images)} of {len(train_images)} given-cell images{chosen}, clustering accuracy (dev images) "
           f"{format_accuracy(kept['dev_accuracy'])} "
           f"-> {Path(args.model_out) / 'final.pt'} ({seconds:.1f} s)")
 

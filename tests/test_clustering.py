@@ -202,7 +202,7 @@ def test_load_clusterer_errors_name_the_file(tmp_path):
 # the stage
 
 
-CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_dev_images",
+CLUSTER_KEYS = {"method", "seed", "epochs", "n_clusters", "n_train_images", "n_fit_images", "n_dev_images",
                 "dev_accuracy", "train_largest_cluster", "loss_d", "loss_g", "loss_q_cat",
                 "loss_q_cont", "parameters", "parameters_classifier_path", "device", "peer_conflicts",
                 "restarts", "code_information", "restart_choice"}
@@ -278,7 +278,8 @@ def test_cluster_stage_writes_its_artifacts(stage_runs):
     out = stage_runs["with"]
     metrics = json.loads((out / "live" / "info.json").read_text())
     assert set(metrics) == CLUSTER_KEYS
-    assert metrics["n_train_images"] == 32 and metrics["n_dev_images"] == 24 and metrics["n_clusters"] == 4
+    assert metrics["n_train_images"] == metrics["n_fit_images"] == 32 and metrics["n_dev_images"] == 24
+    assert metrics["n_clusters"] == 4
     assert 0.25 <= metrics["dev_accuracy"] <= 1
     # epoch 0 (untrained init), every 2nd epoch, and the last one
     assert sorted(p.name for p in (out / "models").iterdir()) == [
@@ -383,6 +384,32 @@ def test_restarts_of_a_training_free_method(tmp_path):
     assert [run["seed"] for run in info["restarts"]] == [0, 1]
     assert info["peer_conflicts"] == min(run["peer_conflicts"] for run in info["restarts"])
     assert [p.name for p in (out / "models").iterdir()] == ["final.pt"]
+
+
+def test_fit_sample_is_a_seeded_draw_or_every_image():
+    import cluster
+
+    draw = cluster.fit_sample(100, 30, seed=4)
+    assert len(draw) == 30 and len(set(draw.tolist())) == 30 and torch.equal(draw, draw.sort().values)
+    assert torch.equal(draw, cluster.fit_sample(100, 30, seed=4))
+    assert not torch.equal(draw, cluster.fit_sample(100, 30, seed=5))
+    for every in (0, 100, 500):
+        assert torch.equal(cluster.fit_sample(100, every, seed=4), torch.arange(100))
+
+
+def test_cluster_fit_images_fits_on_a_draw_and_assigns_every_image(tmp_path):
+    """The peers method reads the cannot-links of the drawn images only; the kept clusterer
+    still assigns every training image (the samples plot), and the draw changes the fit."""
+    data = make_prepared(tmp_path / "prepared")
+    runs = {n: run_cluster(tmp_path, data, f"fit{n}", rule_aware=True, method="peers", fit_images=n)
+            for n in (0, 16)}
+    info = {n: json.loads((out / "live" / "info.json").read_text()) for n, out in runs.items()}
+    assert (info[0]["n_fit_images"], info[16]["n_fit_images"]) == (32, 16)
+    assert info[0]["n_train_images"] == info[16]["n_train_images"] == 32
+    models = {n: torch.load(out / "models" / "final.pt", weights_only=False) for n, out in runs.items()}
+    first = {n: next(iter(m["state_dict"].values())) for n, m in models.items()}
+    assert first[0].shape != first[16].shape or not torch.equal(first[0], first[16])
+    assert (runs[16] / "plots" / "cluster_samples.png").stat().st_size > 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -308,7 +308,8 @@ def load_given_images(root, split: str, n_digits: int | None = None):
 def peer_cannot_links(boards, indices: torch.Tensor):
     """scipy sparse (M, M) 0/1 over the pool images `indices`: 1 where two of them are shown in
     peer cells (same row, column or box) of some board, so they show different digits. Read from
-    the positions of the given cells alone: no label."""
+    the positions of the given cells alone: no label. Pairs with an image outside `indices` are
+    left out."""
     from scipy.sparse import coo_matrix  # here: only the rule-aware clusterers call this
     pairs = np.argwhere(np.triu(peers(boards.board_size).numpy(), 1))  # (a, b) peer cells
     cell_image, is_input = boards.cell_image.numpy(), boards.is_input.numpy()
@@ -316,8 +317,10 @@ def peer_cannot_links(boards, indices: torch.Tensor):
     first, second = cell_image[:, pairs[:, 0]][both], cell_image[:, pairs[:, 1]][both]
     position = np.full(len(boards.images), -1)
     position[indices.numpy()] = np.arange(len(indices))
+    first, second = position[first], position[second]
+    kept = (first >= 0) & (second >= 0)
     M = len(indices)
-    links = coo_matrix((np.ones(len(first)), (position[first], position[second])), shape=(M, M)).tocsr()
+    links = coo_matrix((np.ones(kept.sum()), (first[kept], second[kept])), shape=(M, M)).tocsr()
     return ((links + links.T) > 0).astype(np.float64)
 
 

@@ -125,6 +125,9 @@ class Cluster:
                        choices=("peers", "selflabel", "umap", "spectral", "infogan"))
     clusters: int = knob(0, "clusters of the given images: 0 = one per digit (the paper); more = surjective "
                          "grounding (ours): `ground` maps them onto the digits, many to one", low=0, high=100)
+    fit_images: int = knob(0, "training given-cell images the clusterer fits on, a seeded random draw; "
+                           "0 = all (ours: its cost grows with them, and every image is still assigned)",
+                           low=0)
     n_neighbors: int = knob(10, "peers, selflabel, umap, spectral: neighbours in the similarity graph",
                             low=2)
     peer_weight: float = knob(3.0, "peers: weight of the cannot-links against image similarity", low=0.0)
