@@ -93,6 +93,20 @@ def test_the_interval_holds_its_figure_when_a_boards_misreadings_come_together(p
         assert abs(got[name]["se"] / np.sqrt(p * (1 - p) / len(boards)) - 1) < 0.25
 
 
+def test_the_interval_holds_its_figure_when_images_are_shown_on_few_boards():
+    """Fashion's test after the verify: each image on about 3 boards, a failed board with one
+    misread given. Stand-ins drawn uniformly from the pool put the interval above its figure here
+    (images shown once carry their digit's rate, where images shown more and never misread carry 0)."""
+    rng = np.random.default_rng(2)
+    boards, digits, predicted, solution = checked_test_set(rng, n_boards=1000, fail=0.21, misread=1,
+                                                           per_digit=1300)
+    figures = board_outcomes(predicted, solution, boards)
+    got = image_bootstrap(figures, boards, digits, draws=1000, seed=0)["board_accuracy"]
+    p = figures["board_accuracy"].mean()
+    assert got["low"] < p < got["high"]
+    assert abs((got["low"] + got["high"]) / 2 - p) < 0.25 * (got["high"] - got["low"]), (got, p)
+
+
 def test_the_mean_over_seeds_combines_their_standard_errors():
     combined = mean_interval([{"se": 0.03}, {"se": 0.04}], [0.6, 0.7])
     assert abs(combined["se"] - 0.025) < 1e-12

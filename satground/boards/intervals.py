@@ -7,7 +7,10 @@ chance the test set was built from:
 
 - the image pool: each digit's pool images are drawn again with replacement, and every given
   cell that showed image i shows its replacement i* (so boards that shared an image still share
-  one);
+  one). i* is drawn in proportion to the cells it fills in the run: how hard an image is does not
+  depend on how often it was shown, and so drawn a stand-in's rate (below) is estimated from as
+  many cells as a run cell's image's; drawn uniformly, images shown once, whose rate is their
+  digit's, stood in for more cells than they fill and moved the interval off its figure;
 - the boards: drawn again with replacement.
 
 A board's figures in a replicate follow from its givens' new images, without a new solve and
@@ -77,6 +80,9 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     # board's risk must not hold its own misreadings, or a failed board looks riskier than the
     # boards that will stand in for it
     strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
+    share = np.zeros(P)
+    for members in strata:
+        share[members] = counts[members] / counts[members].sum()
     prior = np.zeros(P)
     for members in strata:
         prior[members] = wrongs[members].sum() / counts[members].sum()
@@ -95,8 +101,8 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     for start in range(0, draws, chunk):
         R = min(chunk, draws - start)
         replace = np.arange(P)[None].repeat(R, 0)  # replace[r, i]: the image that stands in for i
-        for members in strata:
-            replace[:, members] = members[rng.integers(0, len(members), (R, len(members)))]
+        for members in strata:  # in proportion to the cells each fills, as a run cell's image is
+            replace[:, members] = members[rng.choice(len(members), (R, len(members)), p=share[members])]
         rows = rng.integers(0, N, (R, N))
         stand_ins = np.take_along_axis(replace, images[rows].reshape(R, -1), 1).reshape(R, N, -1)
         kept = stand_ins == images[rows]
