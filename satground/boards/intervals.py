@@ -80,11 +80,9 @@ def image_bootstrap(outcomes: dict[str, np.ndarray], boards: Boards, image_digit
     # board's risk must not hold its own misreadings, or a failed board looks riskier than the
     # boards that will stand in for it
     strata = [np.flatnonzero((image_digits == d) & (counts > 0)) for d in np.unique(image_digits[counts > 0])]
-    share = np.zeros(P)
+    share, prior = np.zeros(P), np.zeros(P)  # per digit: each image's share of its cells, its misread rate
     for members in strata:
         share[members] = counts[members] / counts[members].sum()
-    prior = np.zeros(P)
-    for members in strata:
         prior[members] = wrongs[members].sum() / counts[members].sum()
     others = counts[images] - 1
     rate_elsewhere = np.where(others > 0, (wrongs[images] - wrong_cell) / np.maximum(others, 1), prior[images])
