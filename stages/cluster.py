@@ -15,7 +15,9 @@ images. The peer structure is built only where it is used (the peers method, or 
 choice): an image-only method (selflabel, umap, spectral, infogan) otherwise never reads the boards.
 
 Trains only on the images shown in given cells of data/prepared/train.pt, never on labels;
-`cluster.fit_images` fits on a seeded draw of them (every image is assigned all the same).
+`cluster.fit_images` fits on a seeded draw of them (every image is assigned all the same); the
+training-side figures (the largest cluster's share, peer conflicts, and so a `peers` restart
+choice) are then those of the drawn images.
 The clustering accuracy is reported on the dev boards' given-cell images (dev_truth.pt,
 "image_labels"); without that file training runs identically, unreported. No truth of the
 training or test images is read. Writes
