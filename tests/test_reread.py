@@ -386,6 +386,57 @@ def test_the_verify_tries_readings_past_the_second_where_asked():
                        verified_readings(model.solver, z, given, doubtful, rounds=rounds, readings=2))
 
 
+class ConsistentOnAnySubset(Consistent):
+    """Consistent on any subset of the boards, each told by its givens' positions (unique here)."""
+
+    def __init__(self, solutions, is_input):
+        super().__init__(solutions)
+        self.masks, self.full = is_input, self.truth
+
+    def forward(self, z_in, is_input):
+        rows = (is_input[:, None, :] == self.masks[None]).all(2).float().argmax(1)
+        self.truth = self.full[rows]
+        try:
+            return super().forward(z_in, is_input)
+        finally:
+            self.truth = self.full
+
+
+def test_settled_boards_leave_the_verify_and_a_deterministic_solver_gives_the_same_readings():
+    """evaluate.verify_settle: after a round in which no try of a board won, the board is no
+    longer solved; with a solver that answers a board the same every time, its readings are
+    those of the verify without it, at fewer boards solved; boards read right leave after the
+    first round."""
+    boards, digits, solutions = boards_with_index_images()
+    given = boards.is_input
+    assert len(torch.unique(given, dim=0)) == len(boards)
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
+                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    solver = ConsistentOnAnySubset(solutions, given)
+    z = VisualSolver(IndexReader(logits), solver).input_probs(boards.images[boards.cell_image[given]], given)
+    truth = torch.as_tensor(solutions).reshape(len(solutions), -1) - 1
+    wrong = ((z.reshape(len(boards), -1, K).argmax(2) != truth) & given).sum(1)
+    doubtful, rounds = int(wrong.max()) + 1, int(wrong.max()) + 2
+    assert (wrong == 0).any() and (wrong > 0).any()
+
+    def verify(settle):
+        solver.shown.clear()
+        verified = verified_readings(solver, z, given, doubtful, rounds=rounds, settle=settle)
+        return verified, [len(z_in) for z_in, _ in solver.shown]
+
+    every, solved_every = verify(False)
+    settled, solved_settled = verify(True)
+    assert torch.equal(settled, every)
+    assert not ((every.reshape(len(boards), -1, K).argmax(2) != truth) & given).any()
+    assert solved_every == [len(boards)] * (rounds * (doubtful + 1))
+    # a board misread w times wins in rounds 1..w and is solved once more, then leaves
+    per_round = solved_settled[::doubtful + 1]
+    assert solved_settled == [n for n in per_round for _ in range(doubtful + 1)]
+    assert per_round == [int((wrong >= r).sum()) for r in range(int(wrong.max()) + 1)]
+
+
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
     """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
     both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is

@@ -87,7 +87,7 @@ def solve_surety(solver, digits: torch.Tensor, is_input: torch.Tensor, n_digits:
 
 @torch.no_grad()
 def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful: int, weight: float = 1.0,
-                      rounds: int = 1, readings: int = 2) -> torch.Tensor:
+                      rounds: int = 1, readings: int = 2, settle: bool = False) -> torch.Tensor:
     """The readings verified by solving: per board, the `doubtful` givens whose likeliest reading
     is least sure are each tried at their second likeliest reading (and on, to their `readings`-th),
     one try at a time; each try's board is solved (`solve_surety`). A try wins where its readings'
@@ -95,32 +95,40 @@ def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful:
     the board as read is above 0; a board takes its best winning try, if any, by swapping that
     given's first and tried probabilities. `rounds` repeats this from the readings so far. Costs
     (doubtful * (readings - 1) + 1) SATNet passes a round; with `doubtful` 0 the readings pass
-    unchanged.
+    unchanged. With `settle` a board leaves the verify after a round in which no try of it won:
+    a later round would try the same readings again, SATNet's random starts alone differing, so
+    later rounds solve only the boards still changing (fewer passes, not the same draws).
 
     solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
     B, C = is_input.shape
     K = z.shape[1] // C
-    probs, rows = z.reshape(B, C, K).clone(), torch.arange(B)
+    probs = z.reshape(B, C, K).clone()
     doubtful, readings = min(doubtful, int(is_input.sum(1).min())), min(readings, K)
+    boards = torch.arange(B)  # the boards a round verifies: every board, or with `settle` those still changing
     for _ in range(rounds if doubtful else 0):
-        top = probs.topk(readings, dim=2)
-        digits = torch.where(is_input, top.indices[..., 0], -1)
-        as_read = solve_surety(solver, digits, is_input, K)
-        tried = torch.where(is_input, top.values[..., 0], 2.0).argsort(1)[:, :doubtful]  # least sure givens
+        if not len(boards):
+            break
+        shown, given, rows = probs[boards], is_input[boards], torch.arange(len(boards))
+        top = shown.topk(readings, dim=2)
+        digits = torch.where(given, top.indices[..., 0], -1)
+        as_read = solve_surety(solver, digits, given, K)
+        tried = torch.where(given, top.values[..., 0], 2.0).argsort(1)[:, :doubtful]  # least sure givens
         gains = []
         for g in tried.T:
             for j in range(1, readings):
                 other = digits.clone()
                 other[rows, g] = top.indices[rows, g, j]
                 log_odds = top.values[rows, g, j].clamp_min(1e-4).log() - top.values[rows, g, 0].clamp_min(1e-4).log()
-                gains.append(log_odds + weight * (solve_surety(solver, other, is_input, K) - as_read))
+                gains.append(log_odds + weight * (solve_surety(solver, other, given, K) - as_read))
         gains = torch.stack(gains, 1)
         best = gains.argmax(1)
         win, g, j = gains[rows, best] > 0, tried[rows, best // (readings - 1)], best % (readings - 1) + 1
         first, other = top.indices[rows, g, 0], top.indices[rows, g, j]
-        swapped = probs[rows, g].clone()
+        swapped = shown[rows, g].clone()
         swapped[rows, first], swapped[rows, other] = top.values[rows, g, j], top.values[rows, g, 0]
-        probs[rows[win], g[win]] = swapped[win]
+        probs[boards[win], g[win]] = swapped[win]
+        if settle:
+            boards = boards[win]
     return probs.reshape(B, C * K)
 
 
@@ -131,11 +139,11 @@ class Checked(VisualSolver):
     ends in a different local optimum from each start, and their mean errs less than one.
     `weight`: SATNet's inference against the reader's reading; `rounds`: the check's rounds
     (`checked_readings`); `context`: what SATNet sees beside the other givens (CONTEXTS);
-    `verify` (doubtful, weight, rounds, readings): the checked readings then verified by solving
-    (`verified_readings`; doubtful 0: not)."""
+    `verify` (doubtful, weight, rounds, readings, settle): the checked readings then verified by
+    solving (`verified_readings`; doubtful 0: not)."""
 
     def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0,
-                 rounds: int = 1, context: str = "givens", verify: tuple[int, float, int, int] = (0, 1.0, 1, 2)):
+                 rounds: int = 1, context: str = "givens", verify: tuple = (0, 1.0, 1, 2, False)):
         super().__init__(model.classifier, model.solver)
         self.folds, self.starts, self.weight, self.rounds, self.context = folds, starts, weight, rounds, context
         self.verify = verify
