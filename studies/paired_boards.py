@@ -23,7 +23,8 @@ from scipy.stats import binomtest
 
 
 def row(flags: dict, piece: str, where: str) -> str:
-    found = [key for key in flags if key.endswith(piece) or f"{piece} " in key]
+    found = ([key for key in flags if key.endswith(piece)]  # the exact row before one that extends its name
+             or [key for key in flags if f"{piece} " in key])
     if not found:
         sys.exit(f"{where}: no row named {piece!r} (rows: {list(flags)})")
     return flags[found[0]]

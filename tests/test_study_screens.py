@@ -61,14 +61,15 @@ def test_ground_settings_flags_another_permutation(tmp_path):
     assert "| b=2 | **no** |" in next(l for l in table if "b=2" in l)
 
 
-def verify_run(tmp_path, seed: int, right: dict[str, int], boards: int = 200) -> str:
+def verify_run(tmp_path, seed: int, right: dict[str, int], boards: int = 200, seconds: dict | None = None) -> str:
     """One seed's dev_choices rows and board flags: each verify label right on its first
-    `right[label]` boards (so a better row's boards include a worse row's)."""
+    `right[label]` boards (so a better row's boards include a worse row's), `seconds` its rows'."""
     key = "model=solver_reread proofreader=no solve_sweeps=40 views=7 check_folds=16 starts=4 " \
           "check_weight=1.0 check_rounds=4 check_context=givens verify="
     flags = {key + label: "1" * n + "0" * (boards - n) for label, n in right.items()}
     rows = tmp_path / f"seed{seed}.csv"
-    rows.write_text("verify,dev_every_blank_pct\n" + "".join(f"{label},{100 * n / boards}\n" for label, n in right.items()))
+    rows.write_text("verify,dev_every_blank_pct,seconds\n" + "".join(
+        f"{label},{100 * n / boards},{(seconds or {}).get(label, '')}\n" for label, n in right.items()))
     (tmp_path / f"seed{seed}.json").write_text(__import__("json").dumps(flags))
     return f"{rows}:{tmp_path / f'seed{seed}.json'}"
 
@@ -86,6 +87,23 @@ def test_seed_rule_takes_the_cheapest_near_the_best_and_only_a_clear_gain(tmp_pa
     rule.main(["--runs", *runs, "--base", ""])
     assert capsys.readouterr().out.splitlines()[-1].endswith("not taken")
     assert rule.cost("16 x1 r4 t3", "passes") == 4 * (16 * 2 + 1) and rule.cost("16 x1 r4", "tries") == 64
+
+
+def test_seed_rule_costs_a_settling_verify_by_its_seconds_and_names_rows_exactly(tmp_path, capsys):
+    """A settling verify's passes are not known before it runs: --cost seconds takes the rows'
+    measured seconds (mean over the runs), and a row's name does not match a longer one's."""
+    rule = study("seed_rule")
+    right = {"16 x1 r8 t4": 100, "16 x1 r8 t4 settle": 150, "16 x1 r16 t4 settle": 151}
+    runs = [verify_run(tmp_path, s, right, seconds={"16 x1 r8 t4": 250, "16 x1 r8 t4 settle": 200 + s,
+                                                     "16 x1 r16 t4 settle": 180}) for s in range(3)]
+    rule.main(["--runs", *runs, "--base", "16 x1 r8 t4", "--cost", "seconds"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("winner '16 x1 r16 t4 settle'") and "+25.50" in out[-1] and out[-1].endswith("TAKEN")
+    assert any(line.startswith("| 16 x1 r8 t4 settle |") and line.endswith("| 201.0 |") for line in out)
+    with pytest.raises(SystemExit, match="--cost seconds"):
+        rule.cost("16 x1 r8 t4 settle", "passes")
+    flags = {"verify=16 x1 r8 t4 settle": "1", "verify=16 x1 r8 t4": "0"}
+    assert study("paired_boards").row(flags, "verify=16 x1 r8 t4", "x") == "0"
 
 
 def test_seed_rule_reads_one_workspace_from_several_files(tmp_path, capsys):
