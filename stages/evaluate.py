@@ -125,7 +125,7 @@ def our_variants(solvers: dict, params) -> dict:
     folds, starts, rounds = params.evaluate.check_folds, params.evaluate.starts, params.evaluate.check_rounds
     context = params.evaluate.check_context
     verify = (params.evaluate.verify_doubtful, params.evaluate.verify_weight, params.evaluate.verify_rounds,
-              params.evaluate.verify_readings, params.evaluate.verify_settle)
+              params.evaluate.verify_readings, params.evaluate.verify_patience)
     proofread = solvers["proofreader"].solver.proofreader is not None  # proofread.epochs 0: no rows
     variants = {name: solvers[name] for name in ["no_proofreader"] + ["reread"] * reread
                 + ["proofreader"] * proofread}

@@ -3,7 +3,7 @@
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
         [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3]
         [--check-contexts givens solved] [--verify-doubtful 0 4] [--verify-weights 1]
-        [--verify-rounds 1 2] [--verify-settle no yes] [--board-flags FILE.json] [--out FILE.csv]
+        [--verify-rounds 1 2] [--verify-patience 0 1 2] [--board-flags FILE.json] [--out FILE.csv]
 
 Reads the workspace's models/ (after `dvc repro`) and data/prepared/dev*.pt, and scores the
 final reader (re-read, or as trained where `reread.reader` is none), without the proofreader
@@ -20,8 +20,8 @@ default: params.yaml's); --check-contexts with each of what SATNet sees beside t
 (`evaluate.check_context`); --verify-doubtful, --verify-weights, --verify-rounds and
 --verify-readings verify the checked readings by solving, at each setting
 (`evaluate.verify_doubtful`, `verify_weight`, `verify_rounds`, `verify_readings`; default:
-params.yaml's); --verify-settle with boards leaving the verify once a round changes none of their
-readings, or not (`evaluate.verify_settle`). --board-flags writes each row's every-blank-right
+params.yaml's); --verify-patience with boards leaving the verify after that many rounds in a row
+that change none of their readings (`evaluate.verify_patience`; 0: never). --board-flags writes each row's every-blank-right
 outcome per dev board (a string of 0 and 1, the boards in order), for paired tests across rows.
 --intervals adds each row's 95 % interval of exact and every blank right
 over the dev images and boards (satground.boards.intervals, as evaluate's on the test; it reads
@@ -78,8 +78,8 @@ def main(argv=None):
                         help="evaluate.verify_rounds values to score (default: params.yaml's)")
     parser.add_argument("--verify-readings", type=int, nargs="+",
                         help="evaluate.verify_readings values to score (default: params.yaml's)")
-    parser.add_argument("--verify-settle", nargs="+", choices=("no", "yes"),
-                        help="evaluate.verify_settle values to score (default: params.yaml's)")
+    parser.add_argument("--verify-patience", type=int, nargs="+",
+                        help="evaluate.verify_patience values to score (default: params.yaml's)")
     parser.add_argument("--intervals", action="store_true",
                         help="each row's 95 %% interval over the dev images and boards (reports only)")
     parser.add_argument("--board-flags", help="JSON: each row's every-blank-right outcome per dev board")
@@ -106,10 +106,10 @@ def main(argv=None):
     weights, v_rounds = args.verify_weights or [params.evaluate.verify_weight], args.verify_rounds or [params.evaluate.verify_rounds]
     doubtfuls, v_readings = args.verify_doubtful or [params.evaluate.verify_doubtful], args.verify_readings or [
         params.evaluate.verify_readings]
-    settles = [v == "yes" for v in args.verify_settle] if args.verify_settle else [params.evaluate.verify_settle]
-    verifies = list(dict.fromkeys((d, w, r, t, s) if d else (0, weights[0], v_rounds[0], v_readings[0], settles[0])
-                                  for d, w, r, t, s in itertools.product(doubtfuls, weights, v_rounds, v_readings,
-                                                                         settles)))  # doubtful 0: one row
+    patiences = args.verify_patience or [params.evaluate.verify_patience]
+    verifies = list(dict.fromkeys((d, w, r, t, p) if d else (0, weights[0], v_rounds[0], v_readings[0], patiences[0])
+                                  for d, w, r, t, p in itertools.product(doubtfuls, weights, v_rounds, v_readings,
+                                                                         patiences)))  # doubtful 0: one row
     image_digits = load_truth(args.prepared, "dev", dev)["image_labels"].numpy() if args.intervals else None
     rows, flags = [], {}
     for ((proofreader, name, n, views), model), folds, starts, weight, rounds, context, verify in itertools.product(
@@ -143,10 +143,11 @@ def main(argv=None):
 
 def verify_label(verify: tuple) -> str:
     """A verify setting's row label: "8 x1 r2" (doubtful, weight, rounds), " t3" added where it
-    tries readings past the second and " settle" where boards settle (each the label of the rows
-    scored before that setting existed)."""
-    doubtful, weight, rounds, readings, settle = verify
-    return f"{doubtful} x{weight:g} r{rounds}" + (f" t{readings}" if readings != 2 else "") + " settle" * settle
+    tries readings past the second and " pP" where boards leave after P rounds without a win (each
+    the label of the rows scored before that setting existed; fashion9's rule 9 named p1 "settle")."""
+    doubtful, weight, rounds, readings, patience = verify
+    return f"{doubtful} x{weight:g} r{rounds}" + (f" t{readings}" if readings != 2 else "") + (
+        f" p{patience}" if patience else "")
 
 
 if __name__ == "__main__":

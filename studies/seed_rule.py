@@ -28,13 +28,14 @@ from paired_boards import discordant, mcnemar_p, row, verdict
 
 
 def cost(label: str, kind: str, seconds: dict | None = None) -> float:
-    """The cost of a verify row's label, "D xW rR" with " tT" where T is not 2 and " settle" where
-    boards settle; 0 for the verify off. `seconds` ({label: mean seconds}) for kind "seconds"."""
+    """The cost of a verify row's label, "D xW rR" with " tT" where T is not 2 and " pP" where
+    boards leave after P rounds without a win (rule 9's " settle": P 1); 0 for the verify off.
+    `seconds` ({label: mean seconds}) for kind "seconds"."""
     if kind == "seconds":
         return seconds[label]
     if not label:
         return 0
-    found = re.fullmatch(r"(\d+) x[\d.]+ r(\d+)(?: t(\d+))?( settle)?", label)
+    found = re.fullmatch(r"(\d+) x[\d.]+ r(\d+)(?: t(\d+))?( settle| p\d+)?", label)
     if not found or found[4]:
         sys.exit(f"verify label {label!r} is not 'D xW rR [tT]' (a settling verify's cost: --cost seconds)")
     doubtful, rounds, readings = int(found[1]), int(found[2]), int(found[3] or 2)

@@ -402,11 +402,12 @@ class ConsistentOnAnySubset(Consistent):
             self.truth = self.full
 
 
-def test_settled_boards_leave_the_verify_and_a_deterministic_solver_gives_the_same_readings():
-    """evaluate.verify_settle: after a round in which no try of a board won, the board is no
-    longer solved; with a solver that answers a board the same every time, its readings are
-    those of the verify without it, at fewer boards solved; boards read right leave after the
-    first round."""
+@pytest.mark.parametrize("patience", [1, 2])
+def test_boards_leave_the_verify_after_rounds_without_a_win_and_a_deterministic_solver_reads_the_same(patience):
+    """evaluate.verify_patience: after `patience` rounds in a row in which no try of a board won,
+    the board is no longer solved; with a solver that answers a board the same every time, the
+    readings are those of the verify without it, at fewer boards solved; a board misread w times
+    wins in its first w rounds, then stays `patience` rounds more."""
     boards, digits, solutions = boards_with_index_images()
     given = boards.is_input
     assert len(torch.unique(given, dim=0)) == len(boards)
@@ -418,23 +419,22 @@ def test_settled_boards_leave_the_verify_and_a_deterministic_solver_gives_the_sa
     z = VisualSolver(IndexReader(logits), solver).input_probs(boards.images[boards.cell_image[given]], given)
     truth = torch.as_tensor(solutions).reshape(len(solutions), -1) - 1
     wrong = ((z.reshape(len(boards), -1, K).argmax(2) != truth) & given).sum(1)
-    doubtful, rounds = int(wrong.max()) + 1, int(wrong.max()) + 2
+    doubtful, rounds = int(wrong.max()) + 1, int(wrong.max()) + patience + 2
     assert (wrong == 0).any() and (wrong > 0).any()
 
-    def verify(settle):
+    def verify(patience):
         solver.shown.clear()
-        verified = verified_readings(solver, z, given, doubtful, rounds=rounds, settle=settle)
+        verified = verified_readings(solver, z, given, doubtful, rounds=rounds, patience=patience)
         return verified, [len(z_in) for z_in, _ in solver.shown]
 
-    every, solved_every = verify(False)
-    settled, solved_settled = verify(True)
-    assert torch.equal(settled, every)
+    every, solved_every = verify(0)
+    left, solved_left = verify(patience)
+    assert torch.equal(left, every)
     assert not ((every.reshape(len(boards), -1, K).argmax(2) != truth) & given).any()
     assert solved_every == [len(boards)] * (rounds * (doubtful + 1))
-    # a board misread w times wins in rounds 1..w and is solved once more, then leaves
-    per_round = solved_settled[::doubtful + 1]
-    assert solved_settled == [n for n in per_round for _ in range(doubtful + 1)]
-    assert per_round == [int((wrong >= r).sum()) for r in range(int(wrong.max()) + 1)]
+    per_round = solved_left[::doubtful + 1]
+    assert solved_left == [n for n in per_round for _ in range(doubtful + 1)]
+    assert per_round == [int((wrong + patience > r).sum()) for r in range(int(wrong.max()) + patience)]
 
 
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():

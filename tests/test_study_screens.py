@@ -93,16 +93,17 @@ def test_seed_rule_costs_a_settling_verify_by_its_seconds_and_names_rows_exactly
     """A settling verify's passes are not known before it runs: --cost seconds takes the rows'
     measured seconds (mean over the runs), and a row's name does not match a longer one's."""
     rule = study("seed_rule")
-    right = {"16 x1 r8 t4": 100, "16 x1 r8 t4 settle": 150, "16 x1 r16 t4 settle": 151}
-    runs = [verify_run(tmp_path, s, right, seconds={"16 x1 r8 t4": 250, "16 x1 r8 t4 settle": 200 + s,
-                                                     "16 x1 r16 t4 settle": 180}) for s in range(3)]
+    right = {"16 x1 r8 t4": 100, "16 x1 r8 t4 p1": 150, "16 x1 r16 t4 p2": 151}
+    runs = [verify_run(tmp_path, s, right, seconds={"16 x1 r8 t4": 250, "16 x1 r8 t4 p1": 200 + s,
+                                                     "16 x1 r16 t4 p2": 180}) for s in range(3)]
     rule.main(["--runs", *runs, "--base", "16 x1 r8 t4", "--cost", "seconds"])
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith("winner '16 x1 r16 t4 settle'") and "+25.50" in out[-1] and out[-1].endswith("TAKEN")
-    assert any(line.startswith("| 16 x1 r8 t4 settle |") and line.endswith("| 201.0 |") for line in out)
+    assert out[-1].startswith("winner '16 x1 r16 t4 p2'") and "+25.50" in out[-1] and out[-1].endswith("TAKEN")
+    assert any(line.startswith("| 16 x1 r8 t4 p1 |") and line.endswith("| 201.0 |") for line in out)
     with pytest.raises(SystemExit, match="--cost seconds"):
-        rule.cost("16 x1 r8 t4 settle", "passes")
-    flags = {"verify=16 x1 r8 t4 settle": "1", "verify=16 x1 r8 t4": "0"}
+        rule.cost("16 x1 r8 t4 p1", "passes")
+    flags = {"verify=16 x1 r8 t4 p1": "1", "verify=16 x1 r8 t4": "0"}
+    assert rule.cost("16 x1 r8 t4 settle", "seconds", {"16 x1 r8 t4 settle": 99.0}) == 99.0  # rule 9's rows
     assert study("paired_boards").row(flags, "verify=16 x1 r8 t4", "x") == "0"
 
 

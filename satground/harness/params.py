@@ -434,9 +434,9 @@ class Evaluate:
     verify_readings: int = knob(2, "each verify try shows a doubtful given at one of its likeliest readings "
                                 "after the first, up to this many (ours); 2 = its second reading alone",
                                 low=2, high=9)
-    verify_settle: bool = knob(False, "a board leaves the verify after a round in which none of its tries won, "
-                               "so later rounds solve only the boards still changing (ours); false = every "
-                               "board every round")
+    verify_patience: int = knob(0, "a board leaves the verify after this many rounds in a row in which none of "
+                                "its tries won, so later rounds solve only the boards still changing (ours); "
+                                "0 = every board every round", low=0, high=16)
     views: int = knob(7, "our model's readers read each test image in this many fixed views, their "
                       "probabilities averaged: 5 = the image and its one-pixel shifts, 7 = and its "
                       "6-degree rotations, 9 = and the image 6 % smaller and larger, 11 = and its "

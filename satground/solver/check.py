@@ -87,7 +87,7 @@ def solve_surety(solver, digits: torch.Tensor, is_input: torch.Tensor, n_digits:
 
 @torch.no_grad()
 def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful: int, weight: float = 1.0,
-                      rounds: int = 1, readings: int = 2, settle: bool = False) -> torch.Tensor:
+                      rounds: int = 1, readings: int = 2, patience: int = 0) -> torch.Tensor:
     """The readings verified by solving: per board, the `doubtful` givens whose likeliest reading
     is least sure are each tried at their second likeliest reading (and on, to their `readings`-th),
     one try at a time; each try's board is solved (`solve_surety`). A try wins where its readings'
@@ -95,16 +95,18 @@ def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful:
     the board as read is above 0; a board takes its best winning try, if any, by swapping that
     given's first and tried probabilities. `rounds` repeats this from the readings so far. Costs
     (doubtful * (readings - 1) + 1) SATNet passes a round; with `doubtful` 0 the readings pass
-    unchanged. With `settle` a board leaves the verify after a round in which no try of it won:
-    a later round would try the same readings again, SATNet's random starts alone differing, so
-    later rounds solve only the boards still changing (fewer passes, not the same draws).
+    unchanged. With `patience` P > 0 a board leaves the verify after P rounds in a row in which no
+    try of it won: a later round would try the same readings again, SATNet's random starts alone
+    differing, so later rounds solve only the boards still changing (fewer passes, not the same
+    draws; 0: every board every round).
 
     solver: a SymbolicSolver; z (B, C*K) readings at given cells; is_input bool (B, C)."""
     B, C = is_input.shape
     K = z.shape[1] // C
     probs = z.reshape(B, C, K).clone()
     doubtful, readings = min(doubtful, int(is_input.sum(1).min())), min(readings, K)
-    boards = torch.arange(B)  # the boards a round verifies: every board, or with `settle` those still changing
+    boards = torch.arange(B)  # the boards a round verifies: every board, or with `patience` those still changing
+    quiet = torch.zeros(B, dtype=torch.long)  # rounds in a row without a win
     for _ in range(rounds if doubtful else 0):
         if not len(boards):
             break
@@ -127,8 +129,9 @@ def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful:
         swapped = shown[rows, g].clone()
         swapped[rows, first], swapped[rows, other] = top.values[rows, g, j], top.values[rows, g, 0]
         probs[boards[win], g[win]] = swapped[win]
-        if settle:
-            boards = boards[win]
+        if patience:
+            quiet[boards] = torch.where(win, 0, quiet[boards] + 1)
+            boards = boards[quiet[boards] < patience]
     return probs.reshape(B, C * K)
 
 
@@ -139,11 +142,11 @@ class Checked(VisualSolver):
     ends in a different local optimum from each start, and their mean errs less than one.
     `weight`: SATNet's inference against the reader's reading; `rounds`: the check's rounds
     (`checked_readings`); `context`: what SATNet sees beside the other givens (CONTEXTS);
-    `verify` (doubtful, weight, rounds, readings, settle): the checked readings then verified by
+    `verify` (doubtful, weight, rounds, readings, patience): the checked readings then verified by
     solving (`verified_readings`; doubtful 0: not)."""
 
     def __init__(self, model: VisualSolver, folds: int, starts: int = 1, weight: float = 1.0,
-                 rounds: int = 1, context: str = "givens", verify: tuple = (0, 1.0, 1, 2, False)):
+                 rounds: int = 1, context: str = "givens", verify: tuple = (0, 1.0, 1, 2, 0)):
         super().__init__(model.classifier, model.solver)
         self.folds, self.starts, self.weight, self.rounds, self.context = folds, starts, weight, rounds, context
         self.verify = verify
