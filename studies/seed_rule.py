@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     print("|---" * (len(runs) + 3) + "|")
     for label in labels:
         print(f"| {label or 'off'} | " + " | ".join(f"{rows[label]:.1f}" for _, rows, _, _ in runs)
-              + f" | {mean[label]:.2f} | {cost(label, args.cost, seconds)} |")
+              + f" | {mean[label]:.2f} | {cost(label, args.cost, seconds):.{1 if args.cost == 'seconds' else 0}f} |")
     best = max(mean[label] for label in labels if label != args.base)
     winner = min((label for label in labels if label != args.base and mean[label] >= best - args.near),
                  key=lambda label: (cost(label, args.cost, seconds), -mean[label]))
