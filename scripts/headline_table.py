@@ -54,7 +54,7 @@ CONFIGURATIONS = {"cpu9_fast_verify_zen4": "rule-free, the default (`cpu9_fast`)
                   "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
                   "fashion9_pool": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST), on an Intel Xeon",
                   "fashion9_verify_readings": "rule-free, clothing, the profile before the pool (`data.train_images: 6300`, `reread.epochs: 40`, `cluster.fit_images: 0`)"}
-SEEDS_ONLY = ("fashion9", "fashion9_verify", "fashion9_zen5", "cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # former defaults with a seeds table in docs/results.md, no column
+SEEDS_ONLY = ("fashion9", "fashion9_verify", "fashion9_zen5", "cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # records with a seeds table in docs/results.md and no column: former defaults, fashion9 before its pool, on the Zen 5
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
     "exact boards, as trained": ("boards", "n/a (the paper counts valid grids: next row)"),
