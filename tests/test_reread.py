@@ -437,6 +437,23 @@ def test_boards_leave_the_verify_after_rounds_without_a_win_and_a_deterministic_
     assert per_round == [int((wrong + patience > r).sum()) for r in range(int(wrong.max()) + patience)]
 
 
+def test_the_verify_makes_its_indices_on_its_inputs_device():
+    """A GPU run keeps its readings on the GPU while the default device is the CPU: the verify's
+    board indices must be made where its inputs are. Here the default device is `meta` and the
+    inputs on the CPU: indices made on the default device fail to index them."""
+    boards, digits, solutions = boards_with_index_images()
+    given = boards.is_input
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
+                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    solver = ConsistentOnAnySubset(solutions, given)
+    z = VisualSolver(IndexReader(logits), solver).input_probs(boards.images[boards.cell_image[given]], given)
+    expected = verified_readings(solver, z, given, 3, rounds=2, patience=1)
+    with torch.device("meta"):
+        assert torch.equal(verified_readings(solver, z, given, 3, rounds=2, patience=1), expected)
+
+
 def test_a_heavier_check_overrules_a_confident_misreading_that_equal_opinions_tie():
     """A reader sure of a wrong digit against a SATNet sure of the right one: with equal weights
     both floors (1e-4) cancel, a tie; a weight above 1 gives SATNet the reading, and weight 1 is

@@ -105,12 +105,12 @@ def verified_readings(solver, z: torch.Tensor, is_input: torch.Tensor, doubtful:
     K = z.shape[1] // C
     probs = z.reshape(B, C, K).clone()
     doubtful, readings = min(doubtful, int(is_input.sum(1).min())), min(readings, K)
-    boards = torch.arange(B)  # the boards a round verifies: every board, or with `patience` those still changing
-    quiet = torch.zeros(B, dtype=torch.long)  # rounds in a row without a win
+    boards = torch.arange(B, device=z.device)  # the boards a round verifies: every board, or with `patience` those still changing
+    quiet = torch.zeros(B, dtype=torch.long, device=z.device)  # rounds in a row without a win
     for _ in range(rounds if doubtful else 0):
         if not len(boards):
             break
-        shown, given, rows = probs[boards], is_input[boards], torch.arange(len(boards))
+        shown, given, rows = probs[boards], is_input[boards], torch.arange(len(boards), device=z.device)
         top = shown.topk(readings, dim=2)
         digits = torch.where(given, top.indices[..., 0], -1)
         as_read = solve_surety(solver, digits, given, K)
