@@ -212,11 +212,35 @@ static int check_conversion(void)
 }
 #endif
 
+#ifdef TILE16
+/* tile16 against tile() at one vector of X: the same FMAs in the same order, so bit for bit,
+ * over panels of several lengths and values of many magnitudes */
+static int check_tile16(void)
+{
+    enum { NMAX = 131 };
+    REAL *P = alloc((size_t)NMAX * TROWS), *X = alloc((size_t)NMAX * 16);
+    REAL *a = alloc((size_t)TROWS * 16), *b = alloc((size_t)TROWS * 16);
+    int bad = 0;
+    for (int i = 0; i < NMAX * TROWS; i++)
+        P[i] = (REAL)((uniform() - 0.5) * pow(2.0, (int)(uniform() * 20) - 10));
+    for (int i = 0; i < NMAX * 16; i++)
+        X[i] = (REAL)((uniform() - 0.5) * pow(2.0, (int)(uniform() * 20) - 10));
+    for (int n = 1; n <= NMAX; n += 13) {
+        tile16(P, X, n, a);
+        tile_nv(P, X, n, 16, 0, 1, b);
+        bad += memcmp(a, b, sizeof(REAL) * TROWS * 16) != 0;
+    }
+    printf("tile16 against tile(), bit for bit: %s\n", bad ? "FAILED" : "ok");
+    free(P), free(X), free(a), free(b);
+    return bad != 0;
+}
+#endif
+
 int main(void)
 {
     double tolerance = sizeof(REAL) == 8 ? 1e-9 : 1e-4;
     int sizes[][4] = {{40, 48, 32, 4}, {150, 90, 32, 5}, {77, 60, 5, 5}, {61, 40, 13, 6},
-                      {200, 120, 8, 3}};
+                      {200, 120, 8, 3}, {100, 70, 16, 4}};
     double worst = 0;
     printf("tile: %s, %s\n", tile_shape(), sizeof(REAL) == 8 ? "double" : "float");
     for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
@@ -228,6 +252,9 @@ int main(void)
     int failed = !(worst <= tolerance);
 #ifdef VECTOR_CONVERT
     failed |= check_conversion();
+#endif
+#ifdef TILE16
+    failed |= check_tile16();
 #endif
     return failed;
 }

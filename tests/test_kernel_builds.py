@@ -97,6 +97,16 @@ def test_vector_bf16_conversion_matches_the_scalar_one(tmp_path):
     assert "bf16 conversion, vector against scalar: ok" in out and ": ok" in out
 
 
+def test_the_k16_avx512_tile_takes_the_same_bits_as_the_generic_one(tmp_path):
+    """mixing.c's tile16 (kp = 16 on AVX-512, float32: half its rows broadcast from registers)
+    against tile() at one vector, bit for bit, in tests/kernel_check.c; and the whole kernel
+    against the plain loops at k = 16 there."""
+    if shutil.which("cc") is None or not runs_here("x86-64-v4"):
+        pytest.skip("needs a C compiler and an x86-64-v4 (AVX-512) CPU")
+    out = compile_and_run(["cc"], ["-march=x86-64-v4"], tmp_path)
+    assert "tile: avx512 12x2" in out and "k=16 sweeps=4" in out
+    assert "tile16 against tile(), bit for bit: ok" in out and ": FAILED" not in out
+
 AARCH64_CC = "aarch64-linux-gnu-gcc"
 
 

@@ -156,9 +156,47 @@ static void tile_nv(const REAL *P, const REAL *X, int n, int kp, int c0, int nv,
     }
 }
 
+#if defined(__AVX512F__) && TROWS == 12 && !defined(DOUBLE) && !defined(MIXING_PORTABLE)
+#define TILE16 1
+#include <immintrin.h>
+
+/* tile() at kp = 16 (one vector of X a step), the same FMAs in the same order, so the same bits:
+ * rows 0-5 of C broadcast from memory as tile() does, rows 6-11 from two 4-row loads, each row
+ * by a shuffle. A step of tile()'s 12 broadcast loads for only 12 FMAs is bound by those loads
+ * on an Ice Lake Xeon; the shuffles run on the other port (docs/satnet-layer.md). */
+static void tile16(const float *P, const float *X, int n, float *out)
+{
+    __m512 acc[TROWS];
+    for (int r = 0; r < TROWS; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        const __m512 x = _mm512_load_ps(X + (size_t)j * 16);
+        const float *p = P + (size_t)j * TROWS;
+        const __m512 mid = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4)); /* rows 4-7 in each lane */
+        const __m512 end = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 8)); /* rows 8-11 */
+        for (int r = 0; r < 6; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), x, acc[r]);
+        acc[6] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xaa), x, acc[6]);
+        acc[7] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xff), x, acc[7]);
+        acc[8] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x00), x, acc[8]);
+        acc[9] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x55), x, acc[9]);
+        acc[10] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xaa), x, acc[10]);
+        acc[11] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xff), x, acc[11]);
+    }
+    for (int r = 0; r < TROWS; r++)
+        _mm512_store_ps(out + (size_t)r * 16, acc[r]);
+}
+#endif
+
 /* out (TROWS x kp) = a group's panel (n x TROWS) transposed times X (n x kp). */
 static void group_times(const REAL *panel, const REAL *X, int n, int kp, REAL *out)
 {
+#ifdef TILE16
+    if (kp == 16) {
+        tile16(panel, X, n, out);
+        return;
+    }
+#endif
     int c0 = 0;
     for (; c0 + TVECS * LANES <= kp; c0 += TVECS * LANES)
         tile(panel, X, n, kp, c0, TVECS, out);
