@@ -22,6 +22,21 @@ def test_core_peak_times_the_instructions_the_build_has():
         assert not core_peak.build("x86-64-v3").dp_bf16_built()
 
 
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_tile_step_times_the_kernels_own_tiles(capsys):
+    """benchmarks/tile_step.py builds the kernel's tiles with its flags and times a step of
+    each: tile16 exactly where the build has AVX-512 (x86-64-v4), every rate plausible."""
+    script("benchmarks", "tile_step").main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("tile ")
+    rows = {line.split("  ")[0].strip(): line for line in lines[1:]}
+    assert ("k = 16, tile16" in rows) == runs_here("x86-64-v4")
+    assert "k = 16, tile()" in rows and "k = 32, tile()" in rows
+    for line in rows.values():
+        assert float(line.split(" ns a step")[0].split()[-1]) > 0
+        assert float(line.split(" G products/s")[0].split()[-1]) > 1
+
 def test_gemm_precision_prints_each_gemm_and_the_whole_call(capsys):
     """benchmarks/gemm_precision.py: the three GEMMs in fp32 and bf16, their error against fp64
     (bf16's far above fp32's), and the layer's call with each."""
