@@ -307,6 +307,16 @@ def test_the_check_can_see_the_blanks_as_satnet_solves_them(context):
         checked_readings(solver, z, boards.is_input, folds=3, context="solution")
 
 
+def true_digit_second(digits: torch.Tensor) -> torch.Tensor:
+    """Reader logits: every fifth image read as the next digit with its true one second (log
+    odds -0.5), the rest read right."""
+    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
+    misread = torch.arange(0, len(digits), 5)
+    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
+                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    return logits
+
+
 class Consistent(OracleSolver):
     """Solves a board the surer the fewer of its shown givens are wrong: each blank's output is
     the true digit with weight 0.5 ** (wrong givens shown), the rest spread evenly."""
@@ -327,10 +337,7 @@ def test_the_verify_takes_the_second_reading_whose_solve_satnet_is_surer_of(roun
     a board takes its best try where the solve's gain outweighs the readings' log odds (one a
     round: a board misread twice needs two rounds); doubtful 0 or weight 0 change nothing."""
     boards, digits, solutions = boards_with_index_images()
-    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
-    misread = torch.arange(0, len(digits), 5)  # read as the next digit, the true one second (log odds -0.5)
-    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
-                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    logits = true_digit_second(digits)
     model = VisualSolver(IndexReader(logits), Consistent(solutions))
     given = boards.is_input
     z = model.input_probs(boards.images[boards.cell_image[given]], given)
@@ -411,10 +418,7 @@ def test_boards_leave_the_verify_after_rounds_without_a_win_and_a_deterministic_
     boards, digits, solutions = boards_with_index_images()
     given = boards.is_input
     assert len(torch.unique(given, dim=0)) == len(boards)
-    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
-    misread = torch.arange(0, len(digits), 5)
-    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
-                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    logits = true_digit_second(digits)
     solver = ConsistentOnAnySubset(solutions, given)
     z = VisualSolver(IndexReader(logits), solver).input_probs(boards.images[boards.cell_image[given]], given)
     truth = torch.as_tensor(solutions).reshape(len(solutions), -1) - 1
@@ -443,10 +447,7 @@ def test_the_verify_makes_its_indices_on_its_inputs_device():
     inputs on the CPU: indices made on the default device fail to index them."""
     boards, digits, solutions = boards_with_index_images()
     given = boards.is_input
-    logits = 4.0 * torch.nn.functional.one_hot(digits, K).float()
-    misread = torch.arange(0, len(digits), 5)
-    logits[misread] = (3.0 * torch.nn.functional.one_hot((digits[misread] + 1) % K, K)
-                       + 2.5 * torch.nn.functional.one_hot(digits[misread], K)).float()
+    logits = true_digit_second(digits)
     solver = ConsistentOnAnySubset(solutions, given)
     z = VisualSolver(IndexReader(logits), solver).input_probs(boards.images[boards.cell_image[given]], given)
     expected = verified_readings(solver, z, given, 3, rounds=2, patience=1)
