@@ -22,7 +22,6 @@ def test_core_peak_times_the_instructions_the_build_has():
         assert not core_peak.build("x86-64-v3").dp_bf16_built()
 
 
-
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_tile_step_times_the_kernels_own_tiles(capsys):
     """benchmarks/tile_step.py builds the kernel's tiles with its flags and times a step of
@@ -36,6 +35,7 @@ def test_tile_step_times_the_kernels_own_tiles(capsys):
     for line in rows.values():
         assert float(line.split(" ns a step")[0].split()[-1]) > 0
         assert float(line.split(" G products/s")[0].split()[-1]) > 1
+
 
 def test_gemm_precision_prints_each_gemm_and_the_whole_call(capsys):
     """benchmarks/gemm_precision.py: the three GEMMs in fp32 and bf16, their error against fp64

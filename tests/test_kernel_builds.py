@@ -107,6 +107,7 @@ def test_the_k16_avx512_tile_takes_the_same_bits_as_the_generic_one(tmp_path):
     assert "tile: avx512 12x2" in out and "k=16 sweeps=4" in out
     assert "tile16 against tile(), bit for bit: ok" in out and ": FAILED" not in out
 
+
 AARCH64_CC = "aarch64-linux-gnu-gcc"
 
 
