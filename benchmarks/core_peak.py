@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import shlex
 import subprocess
 import tempfile
 import time
@@ -31,7 +30,7 @@ ROUNDS = 20_000_000  # about 0.1 s a call at a few GHz
 def build(target: str) -> ctypes.CDLL:
     """peak.c compiled like the kernel for `target` (native or an -march value)."""
     from satground.satnet import cpu
-    cc = shlex.split(os.environ.get("CC", "cc"))
+    cc = cpu.compiler()
     flags = cpu.compile_flags(torch.float32, target)
     with tempfile.TemporaryDirectory() as folder:  # loaded, the library outlives its file
         out = Path(folder) / "peak.so"

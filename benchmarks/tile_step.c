@@ -20,6 +20,29 @@ static void k16_tile(const REAL *P, const REAL *X, int n, REAL *out) { tile_nv(P
 static void k32_tile(const REAL *P, const REAL *X, int n, REAL *out) { group_times(P, X, n, 32, out); }
 #ifdef TILE16
 static void k16_tile16(const REAL *P, const REAL *X, int n, REAL *out) { tile16(P, X, n, out); }
+
+static void k16_shuffled(const float *P, const float *X, int n, float *out)
+{
+    __m512 acc[TROWS];
+    for (int r = 0; r < TROWS; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        const __m512 x = _mm512_load_ps(X + (size_t)j * 16);
+        const float *p = P + (size_t)j * TROWS;
+        const __m512 mid = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4));
+        const __m512 end = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 8));
+        for (int r = 0; r < 6; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), x, acc[r]);
+        acc[6] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xaa), x, acc[6]);
+        acc[7] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xff), x, acc[7]);
+        acc[8] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x00), x, acc[8]);
+        acc[9] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x55), x, acc[9]);
+        acc[10] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xaa), x, acc[10]);
+        acc[11] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xff), x, acc[11]);
+    }
+    for (int r = 0; r < TROWS; r++)
+        _mm512_store_ps(out + (size_t)r * 16, acc[r]);
+}
 #endif
 
 static void time_one(const char *name, run_fn run, int kp, const REAL *P, const REAL *X, int n,
@@ -54,6 +77,7 @@ int main(void)
     time_one("k = 16, tile()", k16_tile, 16, P, X, N, groups, out);
 #ifdef TILE16
     time_one("k = 16, tile16", k16_tile16, 16, P, X, N, groups, out);
+    time_one("k = 16, b0dcd0a's shuffles", k16_shuffled, 16, P, X, N, groups, out);
 #endif
     time_one("k = 32, tile()", k32_tile, 32, P, X, N, groups, out);
     free(P), free(X), free(out);

@@ -3,11 +3,9 @@
     python benchmarks/tile_step.py
 
 Builds benchmarks/tile_step.c (which includes satground/satnet/mixing.c) with the kernel's own
-flags for this CPU and runs it: tile() at k = 16, tile16 where built (AVX-512), tile() at k = 32.
-A step is one free variable's row of the panel against its vector; products are 12 rows x k.
+flags for this CPU and runs it: tile() at k = 16, tile16 where built (AVX-512) with b0dcd0a's
+tile16 beside it, tile() at k = 32. A step is one free variable's row of the panel against its vector; products are 12 rows x k.
 """
-import os
-import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,7 +18,7 @@ SOURCE = Path(__file__).with_name("tile_step.c")
 
 
 def main():
-    cc = shlex.split(os.environ.get("CC", "cc"))
+    cc = cpu.compiler()
     flags = [f for f in cpu.compile_flags(torch.float32, "native") if f not in ("-shared", "-fPIC")]
     with tempfile.TemporaryDirectory() as folder:
         exe = Path(folder) / "tile_step"

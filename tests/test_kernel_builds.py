@@ -98,7 +98,7 @@ def test_vector_bf16_conversion_matches_the_scalar_one(tmp_path):
 
 
 def test_the_k16_avx512_tile_takes_the_same_bits_as_the_generic_one(tmp_path):
-    """mixing.c's tile16 (kp = 16 on AVX-512, float32: half its rows broadcast from registers)
+    """mixing.c's tile16 (kp = 16 on AVX-512, float32: its rows broadcast in pairs, X doubled)
     against tile() at one vector, bit for bit, in tests/kernel_check.c; and the whole kernel
     against the plain loops at k = 16 there."""
     if shutil.which("cc") is None or not runs_here("x86-64-v4"):

@@ -17,8 +17,8 @@ The product runs on one of two tiles:
   compiler's ISA macros: AVX-512 12 x 2 zmm, AVX2/FMA 6 x 2 ymm, AArch64 NEON 8 x 3 q registers,
   SSE 4 x 2 xmm, and a portable 4 x 2 of the compiler's generic vectors for anything else; the
   group's rows of C are broadcast from a packed panel, each vector streamed once per group
-  (`tile_shape()` names the one built); at k = 16 on AVX-512 (one vector of X a step) half the
-  rows are broadcast from registers instead, the same sums (tile16);
+  (`tile_shape()` names the one built); at k = 16 on AVX-512 (one vector of X a step) the rows
+  are broadcast in pairs against X's columns each doubled, the same sums (tile16);
 - AMX tiles (float32, k padded to 16 or 32, CPUs with AMX-BF16, e.g. Sapphire Rapids Xeons): 16 rows, each
   fp32 operand split into two bfloat16 numbers (hi + lo, 16 significant bits together) and every
   product taken as hi*hi + hi*lo + lo*hi with fp32 sums ("bf16x3"): less accurate than the fp32
@@ -99,6 +99,11 @@ def target() -> str:
     return value
 
 
+def compiler() -> list[str]:
+    """The C compiler's command: $CC, split as a shell would, else cc."""
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
 def compile_flags(dtype: torch.dtype, march: str) -> list[str]:
     """The compiler flags of the kernel for this dtype and target."""
     if march == "native" and not X86:  # AArch64 and others: -mcpu is the portable spelling
@@ -130,7 +135,7 @@ def _library(dtype: torch.dtype) -> ctypes.CDLL:
 
 @functools.cache
 def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
-    cc = shlex.split(os.environ.get("CC", "cc"))
+    cc = compiler()
     flags = compile_flags(dtype, march)
     host = llvmlite.binding.get_host_cpu_name() + llvmlite.binding.get_host_cpu_features().flatten()
     key = hashlib.sha256("\0".join([SOURCE.read_text(), *cc, *flags, host]).encode())

@@ -160,31 +160,41 @@ static void tile_nv(const REAL *P, const REAL *X, int n, int kp, int c0, int nv,
 #define TILE16 1
 #include <immintrin.h>
 
-/* tile() at kp = 16 (one vector of X a step), the same FMAs in the same order, so the same bits:
- * rows 0-5 of C broadcast from memory as tile() does, rows 6-11 from two 4-row loads, each row
- * by a shuffle. A step of tile()'s 12 broadcast loads for only 12 FMAs is bound by those loads
- * on an Ice Lake Xeon; the shuffles run on the other port (docs/satnet-layer.md). */
+/* tile() at kp = 16 (one vector of X a step), the same FMAs in the same order, so the same bits,
+ * on rows in pairs: lane 2i + s of sums[q][h] holds out[2q + s][8h + i]. A step broadcasts six
+ * 64-bit pairs of C's rows from memory and spreads its vector of X over two registers, each of
+ * its columns twice, by two permutes. tile()'s step, twelve 32-bit broadcast loads for twelve
+ * FMAs, is bound by those loads on an Ice Lake Xeon; this one loads seven times
+ * (docs/satnet-layer.md). */
 static void tile16(const float *P, const float *X, int n, float *out)
 {
-    __m512 acc[TROWS];
-    for (int r = 0; r < TROWS; r++)
-        acc[r] = _mm512_setzero_ps();
+    const __m512i low = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+    __m512 sums[TROWS / 2][2];
+    for (int q = 0; q < TROWS / 2; q++)
+        sums[q][0] = sums[q][1] = _mm512_setzero_ps();
     for (int j = 0; j < n; j++) {
         const __m512 x = _mm512_load_ps(X + (size_t)j * 16);
+        const __m512 x_low = _mm512_permutexvar_ps(low, x);
+        const __m512 x_high = _mm512_permutexvar_ps(high, x);
         const float *p = P + (size_t)j * TROWS;
-        const __m512 mid = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4)); /* rows 4-7 in each lane */
-        const __m512 end = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 8)); /* rows 8-11 */
-        for (int r = 0; r < 6; r++)
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), x, acc[r]);
-        acc[6] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xaa), x, acc[6]);
-        acc[7] = _mm512_fmadd_ps(_mm512_permute_ps(mid, 0xff), x, acc[7]);
-        acc[8] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x00), x, acc[8]);
-        acc[9] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0x55), x, acc[9]);
-        acc[10] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xaa), x, acc[10]);
-        acc[11] = _mm512_fmadd_ps(_mm512_permute_ps(end, 0xff), x, acc[11]);
+        for (int q = 0; q < TROWS / 2; q++) {
+            double pair; /* rows 2q and 2q + 1 of this step, broadcast as one 64-bit number */
+            memcpy(&pair, p + 2 * q, sizeof(pair));
+            const __m512 rows = _mm512_castpd_ps(_mm512_set1_pd(pair));
+            sums[q][0] = _mm512_fmadd_ps(rows, x_low, sums[q][0]);
+            sums[q][1] = _mm512_fmadd_ps(rows, x_high, sums[q][1]);
+        }
     }
-    for (int r = 0; r < TROWS; r++)
-        _mm512_store_ps(out + (size_t)r * 16, acc[r]);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int q = 0; q < TROWS / 2; q++) {
+        _mm512_store_ps(out + (size_t)(2 * q) * 16,
+                        _mm512_permutex2var_ps(sums[q][0], even, sums[q][1]));
+        _mm512_store_ps(out + (size_t)(2 * q + 1) * 16,
+                        _mm512_permutex2var_ps(sums[q][0], odd, sums[q][1]));
+    }
 }
 #endif
 
