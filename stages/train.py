@@ -94,7 +94,8 @@ def main(argv=None):
                        decay_epochs=cfg.decay_epochs)
         else:  # SATNet as the rules epochs left it (its loss theirs), scored through the classifier
             last = {"loss": rules["loss"], **dev_scores(model, dev_in, cfg.batch_size, device)}
-    info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device), **last}
+    info = {"satnet_from_ground": from_ground, "satnet_kernel": kernel_description(device, sat.k),
+            **last}
     if rules:
         info["rules"] = rules
     if cfg.tune_epochs:

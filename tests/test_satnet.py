@@ -208,13 +208,27 @@ def test_bf16_is_refused_where_not_built(monkeypatch):
         check_setup(torch.device("cpu"), "bf16")
 
 
+def test_the_kernel_description_names_the_products_that_run(monkeypatch):
+    """A run's record names the products its sweeps took: bf16x3 without AMX, and any bf16 path
+    at a rank its tiles do not take, run the fp32 vector tile, and say so."""
+    from satground.satnet import cpu
+    check_setup(torch.device("cpu"), "bf16x3")
+    monkeypatch.setattr(cpu, "bf16x3_available", lambda: False)
+    assert kernel_description(torch.device("cpu"), 16).startswith("fp32 products; ")
+    monkeypatch.setattr(cpu, "bf16x3_available", lambda: True)
+    assert kernel_description(torch.device("cpu"), 32).startswith("bf16x3 products; ")
+    assert kernel_description(torch.device("cpu"), 48).startswith("fp32 products; ")
+    check_setup(torch.device("cpu"), "fp32")
+    assert kernel_description(torch.device("cpu"), 16).startswith("fp32 products; ")
+
+
 def test_auto_precision_is_bf16_where_built_and_bf16x3_elsewhere(monkeypatch):
     """satnet.precision auto (the default profile's): plain bf16 products on a build that has
     them, the bf16x3/fp32 path on one that does not (the AVX2 build), never refused."""
     from satground.satnet import cpu
     check_setup(torch.device("cpu"), "auto")
     assert cpu.precision_name() == ("bf16" if cpu.bf16_available() else "bf16x3")
-    assert kernel_description(torch.device("cpu")).startswith(cpu.precision_name() + " products; ")
+    assert kernel_description(torch.device("cpu"), 16).startswith(cpu.products(16) + " products; ")
     if not (X86 and all(f in cpu.host_features() for f in cpu.X86_LEVELS["x86-64-v3"])):
         return
     monkeypatch.setenv("SATGROUND_CPU_TARGET", "x86-64-v3")

@@ -216,6 +216,16 @@ def precision_name() -> str:
     return value
 
 
+def products(k: int) -> str:
+    """The products the float32 sweeps take at rank k here, by name: the precision
+    (precision_name) where its tiles run, else fp32, the vector tile's. The bf16 tiles take k
+    padded to 16 or 32 (their builds pad to 16), and bf16x3 runs on AMX alone."""
+    name = precision_name()
+    if name == "fp32" or -(-k // 16) * 16 not in (16, 32):
+        return "fp32"
+    return "fp32" if name == "bf16x3" and not bf16x3_available() else name
+
+
 def check_setup(precision: str | None = None) -> None:
     """Everything the kernel needs from this machine, checked now rather than at the first
     batch: the precision (a stage's `satnet.precision`, kept for the process, or the

@@ -60,12 +60,13 @@ def _mm(a, b, low: torch.dtype | None):
     return a @ b if low is None else (a.to(low) @ b.to(low)).to(a.dtype)
 
 
-def kernel_description(device: torch.device) -> str:
-    """Which kernel runs SATNet on `device`, for a run's record: on CPU the tile built and the
-    precision its float32 products take (`auto` resolved), e.g. "bf16 products; avx512 12x2..."."""
+def kernel_description(device: torch.device, k: int) -> str:
+    """Which kernel runs SATNet of rank k on `device`, for a run's record: on CPU the tile built
+    and the products its float32 sweeps take there (`auto` resolved; fp32 where no bf16 tile
+    runs), e.g. "bf16 products; avx512 12x2 vectors of 64 bytes"."""
     if device.type == "cpu":
         from . import cpu
-        return f"{cpu.precision_name()} products; {cpu.tile_shape()}"
+        return f"{cpu.products(k)} products; {cpu.tile_shape()}"
     return "triton" if device.type == "cuda" else device.type
 
 
