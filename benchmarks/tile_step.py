@@ -4,7 +4,8 @@
 
 Builds benchmarks/tile_step.c (which includes satground/satnet/mixing.c) with the kernel's own
 flags for this CPU and runs it: tile() at k = 16, tile16 where built (AVX-512) with b0dcd0a's
-tile16 beside it, tile() at k = 32. A step is one free variable's row of the panel against its vector; products are 12 rows x k.
+tile16 beside it, tile() at k = 32. A step is one free variable's row of the panel against its
+vector; products are 12 rows x k.
 """
 import subprocess
 import tempfile
