@@ -1,8 +1,10 @@
 /* One step of the CPU kernel's fp32 tile, timed: tile() at k = 16 (one vector of X: 12
- * broadcast loads for 12 FMAs), tile16 (the same sums, rows 6-11 broadcast from registers) and
- * tile() at k = 32 (12 broadcast loads for 24 FMAs), on one thread, over a panel the size of the
- * default's (705 free variables, groups of TROWS rows). benchmarks/tile_step.py builds it with
- * the kernel's flags; it includes mixing.c, so it times the kernel's own code. */
+ * broadcast loads for 12 FMAs), tile16 (the same sums on rows in pairs: 7 loads and 2 permutes),
+ * the tile16 of b0dcd0a (rows 6-11 broadcast from two 4-row loads by shuffles: 9 loads and 6
+ * shuffles; kept here only to be timed beside it) and tile() at k = 32 (12 broadcast loads for 24
+ * FMAs), on one thread, over a panel the size of the default's (705 free variables, groups of
+ * TROWS rows). benchmarks/tile_step.py builds it with the kernel's flags; it includes mixing.c,
+ * so it times the kernel's own code. */
 #include <stdio.h>
 #include <time.h>
 
