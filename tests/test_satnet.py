@@ -208,18 +208,28 @@ def test_bf16_is_refused_where_not_built(monkeypatch):
         check_setup(torch.device("cpu"), "bf16")
 
 
-def test_the_kernel_description_names_the_products_that_run(monkeypatch):
-    """A run's record names the products its sweeps took: bf16x3 without AMX, and any bf16 path
-    at a rank its tiles do not take, run the fp32 vector tile, and say so."""
+@pytest.mark.parametrize("k", [12, 16, 32, 48])
+def test_the_kernel_description_names_the_products_that_run(k):
+    """A run's record names the products its sweeps took, read off what the kernel does: where it
+    says fp32, the values and gradients are the fp32 tile's bit for bit; where it names a bf16
+    path, they differ from them. Every precision this build takes, at ranks its bf16 tiles take
+    (16, 32) and do not (12 pads to 16 on AVX-512 alone, 48)."""
     from satground.satnet import cpu
-    check_setup(torch.device("cpu"), "bf16x3")
-    monkeypatch.setattr(cpu, "bf16x3_available", lambda: False)
-    assert kernel_description(torch.device("cpu"), 16).startswith("fp32 products; ")
-    monkeypatch.setattr(cpu, "bf16x3_available", lambda: True)
-    assert kernel_description(torch.device("cpu"), 32).startswith("bf16x3 products; ")
-    assert kernel_description(torch.device("cpu"), 48).startswith("fp32 products; ")
-    check_setup(torch.device("cpu"), "fp32")
-    assert kernel_description(torch.device("cpu"), 16).startswith("fp32 products; ")
+
+    def outputs(precision):
+        check_setup(torch.device("cpu"), precision)
+        torch.manual_seed(0)
+        layer = SATNet(60, 48, 10, backend="cpu", k=k, max_iter=5, eps=0.0)
+        z, is_input, w = random_problem(60, 3, 2, torch.float32)
+        return value_and_grads(layer, z, is_input, w), cpu.products(k)
+
+    fp32, name = outputs("fp32")
+    assert name == "fp32"
+    for precision in ["bf16x3", "auto"] + (["bf16"] if cpu.bf16_available() else []):
+        got, name = outputs(precision)
+        same = all(torch.equal(a, b) for a, b in zip(fp32, got))
+        assert same == (name == "fp32"), (precision, name)
+        assert kernel_description(torch.device("cpu"), k).startswith(name + " products; ")
 
 
 def test_auto_precision_is_bf16_where_built_and_bf16x3_elsewhere(monkeypatch):

@@ -166,6 +166,8 @@ def _build(dtype: torch.dtype, march: str) -> ctypes.CDLL:
                                  i32]
     lib.mix_forward.restype = lib.mix_backward.restype = i32
     lib.bf16x3_available.restype = lib.bf16_available.restype = i32
+    lib.products_taken.argtypes = [i32, i32]
+    lib.products_taken.restype = i32
     lib.tile_shape.restype = ctypes.c_char_p
     return lib
 
@@ -217,13 +219,11 @@ def precision_name() -> str:
 
 
 def products(k: int) -> str:
-    """The products the float32 sweeps take at rank k here, by name: the precision
-    (precision_name) where its tiles run, else fp32, the vector tile's. The bf16 tiles take k
-    padded to 16 or 32 (their builds pad to 16), and bf16x3 runs on AMX alone."""
-    name = precision_name()
-    if name == "fp32" or -(-k // 16) * 16 not in (16, 32):
-        return "fp32"
-    return "fp32" if name == "bf16x3" and not bf16x3_available() else name
+    """The products the float32 sweeps take at rank k here, by name, as mixing.c decides them
+    (`products_taken`): the precision (precision_name) where its tiles run, else fp32, the vector
+    tile's. The bf16 tiles take k padded to 16 or 32, and bf16x3 runs on AMX alone."""
+    code = _library(torch.float32).products_taken(k, _precision())
+    return next(name for name, value in PRECISIONS.items() if value == code)
 
 
 def check_setup(precision: str | None = None) -> None:

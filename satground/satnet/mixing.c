@@ -564,9 +564,20 @@ static void dp_times(const struct sample *s, int grp, REAL *out)
 #define BF16_TILE_BUILT 0
 #endif
 
-/* precision: bf16x3 runs on the AMX tiles, bf16 on those or the vdpbf16ps tile, where this
- * build, this machine and k (padded to 16 or 32) allow; otherwise, and for fp32, the vector
- * tile. */
+/* The products a sample's sweeps take at rank k for the caller's precision, as a precision
+ * code: bf16x3 on the AMX tiles, bf16 on those or the vdpbf16ps tile, where this build, this
+ * machine and k (padded to 16 or 32) allow; otherwise, and for fp32, the vector tile's fp32.
+ * sample_init follows it, and so does the name a run's record gives (cpu.products). */
+int products_taken(int k, int precision)
+{
+    int kp = (k + LANES - 1) / LANES * LANES;
+    if (precision == PRECISION_FP32 || (kp != 16 && kp != 32))
+        return PRECISION_FP32;
+    if (amx_permitted())
+        return precision;
+    return precision == PRECISION_BF16 && BF16_TILE_BUILT ? PRECISION_BF16 : PRECISION_FP32;
+}
+
 static int sample_init(struct sample *s, const REAL *C, int N, int k, const int64_t *order,
                        const uint8_t *is_free, int precision)
 {
@@ -582,10 +593,10 @@ static int sample_init(struct sample *s, const REAL *C, int N, int k, const int6
     for (int i = 0; i < N; i++)
         if (!is_free[i])
             s->x[s->nx++] = i;
-    int bf16 = precision != PRECISION_FP32 && (s->kp == 16 || s->kp == 32);
-    s->amx = bf16 && amx_permitted();
-    s->pairs = s->amx || (bf16 && precision == PRECISION_BF16 && BF16_TILE_BUILT);
-    s->split = s->pairs && precision == PRECISION_BF16X3;
+    int taken = products_taken(k, precision);
+    s->pairs = taken != PRECISION_FP32;
+    s->amx = s->pairs && amx_permitted();
+    s->split = taken == PRECISION_BF16X3;
     s->R = s->pairs ? AMX_ROWS : TROWS;
     s->groups = (s->nf + s->R - 1) / s->R;
     s->D = alloc((size_t)s->groups * s->R * s->R);
