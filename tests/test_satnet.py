@@ -213,7 +213,7 @@ def test_the_kernel_description_names_the_products_that_run(k):
     """A run's record names the products its sweeps took, read off what the kernel does: where it
     says fp32, the values and gradients are the fp32 tile's bit for bit; where it names a bf16
     path, they differ from them. Every precision this build takes, at ranks its bf16 tiles take
-    (16, 32) and do not (12 pads to 16 on AVX-512 alone, 48)."""
+    (12, padded to 16 by the AVX-512 builds that have them; 16; 32) and one they do not (48)."""
     from satground.satnet import cpu
 
     def outputs(precision):
