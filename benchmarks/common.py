@@ -1,10 +1,12 @@
-"""What the benchmarks share: the SATNet layer's 9x9 input batch.
+"""What the benchmarks share: the SATNet layer's 9x9 input batch, and the CPU's name.
 
 A benchmark runs as a script from the repository root (`python benchmarks/NAME.py`): Python puts
 the script's folder, benchmarks/, first on the module path, so `from common import ...` finds this
 file; satground comes from the installed package.
 """
 from __future__ import annotations
+
+import platform
 
 import torch
 
@@ -19,3 +21,14 @@ def sudoku_batch(batch: int, givens: int, generator: torch.Generator):
         z[b, cells, digits] = 1.0
         is_input[b, cells] = True
     return z.view(batch, 729), is_input.view(batch, 729)
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu prints it (Linux), else what platform knows."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

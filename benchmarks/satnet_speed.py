@@ -41,7 +41,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -51,7 +50,7 @@ import time
 import torch
 
 import core_peak
-from common import sudoku_batch
+from common import cpu_model, sudoku_batch
 
 
 def time_backend(backend: str, args) -> dict:
@@ -177,17 +176,6 @@ def sweep_flops(args, sweeps: int, k: int) -> float:
     """Flops of forward + backward sweeps for the batch: 2 f^2 k per sample, sweep and pass."""
     free = 729 - 9 * args.givens + args.aux
     return 2 * (2 * free * free * k) * sweeps * args.batch
-
-
-def cpu_model() -> str:
-    """The CPU's model name as lscpu prints it (Linux), else what platform knows."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main():
