@@ -55,8 +55,7 @@ def closure(script: Path) -> set[str]:
             if parent != Path(".") and init.is_file() and init not in seen:
                 todo.append(init)
     # the top package's __init__ (a docstring, the numba cache folder, the vector math's set-up:
-    # no result depends on them) and those that only
-    # group modules: not worth declaring
+    # no result depends on them) and those that only group modules: not worth declaring
     return {str(p.relative_to(REPO)) for p in seen
             if p != REPO / "satground" / "__init__.py" and not (p.name == "__init__.py" and groups_only(p))}
 
