@@ -41,8 +41,8 @@ _numba_cache_dir()
 def _set_up_vector_math() -> None:
     """torch hands cos, exp, log and their kin to MKL's vector math (VML), each thread its share.
     Where a process's first such call ran on two threads at once, on an Intel Xeon (Ice Lake),
-    one thread's share came out wrong in about 2 % of processes (cos off by up to 1.5e-4), and
-    only in that first call (docs/reliability.md): a race in VML's set-up. One tiny call, on
+    that call came out wrong in about 2 % of processes (cos off by up to 1.5e-4), and only
+    that first call (docs/reliability.md): a race in VML's set-up. One tiny call, on
     this thread alone, runs that set-up first."""
     import torch
 
