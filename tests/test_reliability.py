@@ -587,18 +587,20 @@ def test_a_hostile_params_file_is_refused_before_it_is_built(tmp_path, text, pro
 
 
 def test_importing_satground_sets_up_torch_vector_math_before_any_threaded_call():
-    """A process's first call into MKL's vector math on two threads at once could compute one
-    thread's share wrongly (docs/reliability.md); `import satground` makes that first call on its
-    own thread. MKL then holds the mode torch's calls leave behind (denormals kept, 0x140000),
-    which `import torch` alone does not set: the control shows the probe can tell the two."""
-    probe = ("import ctypes, sys, torch\n"
-             "lib = ctypes.CDLL(str(__import__('pathlib').Path(torch.__file__).parent / 'lib' / "
-             "'libtorch_cpu.so'))\n"
-             "if not hasattr(lib, 'vmlGetMode'):\n"
+    """A process's first call into MKL's vector math on two threads at once could come out wrong
+    (docs/reliability.md); `import satground` makes that first call on its own thread. MKL then
+    holds the mode torch's calls leave behind (denormals kept, 0x140000), which `import torch`
+    alone does not set: the control shows the probe can tell the two."""
+    probe = ("import ctypes, sys\n"
+             "from pathlib import Path\n"
+             "import torch\n"
+             "library = Path(torch.__file__).parent / 'lib' / 'libtorch_cpu.so'\n"
+             "mode = getattr(ctypes.CDLL(str(library)), 'vmlGetMode', None) if library.is_file() else None\n"
+             "if mode is None:\n"
              "    sys.exit(3)\n"
              "if sys.argv[1] == 'satground':\n"
              "    import satground\n"
-             "print(lib.vmlGetMode() & 0x3C0000)\n")
+             "print(mode() & 0x3C0000)\n")
     modes = {}
     for first in ("torch", "satground"):
         done = subprocess.run([sys.executable, "-c", probe, first], capture_output=True, text=True)
