@@ -133,7 +133,8 @@ def our_variants(solvers: dict, params) -> dict:
         variants["one_view"] = variants["no_proofreader"]
         for name, model in list(variants.items()):
             if name != "one_view":
-                variants[name] = VisualSolver(ReaderViews(model.classifier, views), model.solver)
+                variants[name] = VisualSolver(ReaderViews(model.classifier, views, params.evaluate.mirror),
+                                              model.solver)
     if folds:
         variants["checked"] = Checked(variants["reread" if reread else "no_proofreader"], folds, starts,
                                       rounds=rounds, context=context, verify=verify)

@@ -100,7 +100,8 @@ def final_model_on_dev(params, prepared: str, models: str):
     final = "solver_reread.pt" if params.reread.reader != "none" else "solver.pt"
     given = dev.is_input
     model = load_solver(f"{models}/{final}", boards=dev, kind="visual").to(device)
-    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views), model.solver).eval()
+    reader = VisualSolver(ReaderViews(model.classifier, params.evaluate.views, params.evaluate.mirror),
+                          model.solver).eval()
     readings = reader.input_probs(dev.images[dev.cell_image[given]], given).reshape(len(dev), dev.n_cells, dev.n_digits)
     return dev, solution, model, readings, device
 

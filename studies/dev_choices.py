@@ -1,7 +1,7 @@
 """Score the test-time choices of a trained run on the dev boards, never the test boards.
 
     python studies/dev_choices.py [--folds 0 4 8 16] [--starts 1 4] [--proofreader no] [--as-trained]
-        [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--check-weights 1 2] [--check-rounds 1 2 3]
+        [--solve-sweeps none 40 100] [--views 1 5 7 9 11] [--mirror no yes] [--check-weights 1 2] [--check-rounds 1 2 3]
         [--check-contexts givens solved] [--verify-doubtful 0 4] [--verify-weights 1]
         [--verify-rounds 1 2] [--verify-patience 0 1 2] [--board-flags FILE.json] [--out FILE.csv]
 
@@ -13,7 +13,8 @@ boards with every blank right, in %. --as-trained adds the model as end-to-end t
 each model unchecked, as the test's as-trained rows do. --solve-sweeps
 scores each model at each `satnet.solve_sweeps` (default: params.yaml's; none = as trained); the
 reader is the one re-read at params.yaml's. --views reads each image in that many views
-(`evaluate.views`; default: params.yaml's). --check-weights scores the checked rows at each weight of
+(`evaluate.views`; default: params.yaml's), --mirror with or without their mirror images
+(`evaluate.mirror`; a mirrored row's views read "7m"). --check-weights scores the checked rows at each weight of
 SATNet's inference against the reader's (satground.solver.check; 1, the plain product, is
 evaluate's); --check-rounds at each count of the check's rounds (`evaluate.check_rounds`;
 default: params.yaml's); --check-contexts with each of what SATNet sees beside the other givens
@@ -48,9 +49,10 @@ from satground.harness.stage import stage_device
 from satground.solver.training import solution_digits
 
 
-def in_views(model, views: int):
-    """The model with its reader reading each image in `views` views, as evaluate does."""
-    return model if views == 1 else VisualSolver(ReaderViews(model.classifier, views), model.solver)
+def in_views(model, views: int, mirror: bool = False):
+    """The model with its reader reading each image in `views` views (and their mirror images with
+    `mirror`), as evaluate does."""
+    return model if views == 1 else VisualSolver(ReaderViews(model.classifier, views, mirror), model.solver)
 
 
 def main(argv=None):
@@ -64,6 +66,9 @@ def main(argv=None):
                         help="satnet.solve_sweeps values to score (none = as trained)")
     parser.add_argument("--views", type=int, nargs="+", choices=VIEW_COUNTS,
                         help="evaluate.views values to score (default: params.yaml's)")
+    parser.add_argument("--mirror", choices=("no", "yes"), nargs="+",
+                        help="evaluate.mirror values to score, with views > 1 (default: params.yaml's); "
+                             "a mirrored row's views read '7m'")
     parser.add_argument("--check-weights", type=float, nargs="+", default=[1.0],
                         help="weights of SATNet's inference against the reader's in the check (1 = equal)")
     parser.add_argument("--check-rounds", type=int, nargs="+",
@@ -99,8 +104,10 @@ def main(argv=None):
     if args.as_trained and final != "solver.pt":  # else the final reader is the model as trained
         files[("no", "solver")] = models / "solver.pt"
     sweeps = args.solve_sweeps or [params.satnet.solve_sweeps]
-    readers = {(*key, n, v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v)
-               for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]}
+    mirrors = [m == "yes" for m in args.mirror] if args.mirror else [params.evaluate.mirror]
+    readers = {(*key, n, f"{v}m" if m else v): in_views(load_solver(path, boards=dev, kind="visual", solve_sweeps=n), v, m)
+               for key, path in files.items() for n in sweeps for v in args.views or [params.evaluate.views]
+               for m in mirrors if v > 1 or not m}
     check_rounds = args.check_rounds or [params.evaluate.check_rounds]
     contexts = args.check_contexts or [params.evaluate.check_context]
     weights, v_rounds = args.verify_weights or [params.evaluate.verify_weight], args.verify_rounds or [params.evaluate.verify_rounds]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from satground.readers import lenet
+from satground.readers import digitcnn, lenet
 from satground.readers.classifier import load_classifier, save_classifier
 from satground.clustering import infogan
 from satground.clustering.ablation import mislabel, shift_boundaries
@@ -188,6 +188,26 @@ def test_augment_moves_the_digit_within_its_bounds_and_keeps_values_in_range():
     assert centre_x.std() > 1  # shifts are spread over the range, not all zero
     turned = lenet.augment(image.expand(8, 28, 28), gen, rotation=90, scale=0.2)
     assert not torch.allclose(turned, lenet.image_batch(image).expand(8, 1, 28, 28))
+
+
+def test_augment_flip_mirrors_about_half_the_copies_exactly_and_draws_nothing_without_it():
+    """`augment.flip`: each copy is the image or its mirror image, pixel for pixel, about half each.
+    The mirror draws come after the affine ones: on, a copy is off's copy or its mirror image, as
+    the draw that follows off's says; so off draws what it drew before the option."""
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (200, 28, 28), generator=gen, dtype=torch.uint8)
+    x = lenet.image_batch(images)
+    for flipped in (lenet.augment(images, torch.Generator().manual_seed(1), flip=True),
+                    digitcnn.augment(x, torch.Generator().manual_seed(1), 0.0, 0.0, 0.0, flip=True)):
+        same = (flipped - x).abs().amax(dim=(1, 2, 3)) < 1e-5
+        mirror = (flipped - x.flip(-1)).abs().amax(dim=(1, 2, 3)) < 1e-5
+        assert bool((same ^ mirror).all()) and 70 <= int(mirror.sum()) <= 130
+    for aug in (lambda g, **f: lenet.augment(images, g, shift=2.0, rotation=10.0, scale=0.1, **f),
+                lambda g, **f: digitcnn.augment(x, g, 10.0, 0.1, 2.0, **f)):
+        g_off, g_on = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+        off, on = aug(g_off, flip=False), aug(g_on, flip=True)
+        mirrored = (torch.rand(len(images), generator=g_off) < 0.5).view(-1, 1, 1, 1)
+        torch.testing.assert_close(on, torch.where(mirrored, off.flip(-1), off), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("augmentation", [None, {"shift": 0.0, "rotation": 0.0, "scale": 0.0}])

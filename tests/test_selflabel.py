@@ -130,7 +130,7 @@ def test_every_setting_of_fit_comes_from_the_schema(monkeypatch):
     assert args == {"images", "n_clusters", "seed", "cfg"}
     cfg = Cluster(rounds=2, n_neighbors=7, n_nets=2, umap_runs=4, pca_components=30, umap_dim=5,
                   cnn_lr=0.01, cnn_epochs=3, cnn_batch_size=64, cnn_width=8, cnn_features=16,
-                  confidence=0.3, augment=Augment(shift=1.0, rotation=5.0, scale=0.2))
+                  confidence=0.3, augment=Augment(shift=1.0, rotation=5.0, scale=0.2, flip=True))
     embeddings, cnns = [], []
 
     def manifold(pixels, k, seed, *settings):
@@ -145,6 +145,6 @@ def test_every_setting_of_fit_comes_from_the_schema(monkeypatch):
     monkeypatch.setattr(selflabel, "train_digit_cnns", train)
     fitted = SelfLabelClusterer.from_settings(torch.zeros(12, 28, 28, dtype=torch.uint8), 3, 5, cfg)
     assert embeddings == [(5000 + r, 30, 7, 5) for r in range(4)]
-    assert cnns == [(2, 3, dict(batch_size=64, lr=0.01, rotation=5.0, scale=0.2, shift=1.0,
+    assert cnns == [(2, 3, dict(batch_size=64, lr=0.01, rotation=5.0, scale=0.2, shift=1.0, flip=True,
                                 width=8, feature_dim=16))] * 2
     assert (fitted.config["confidence"], fitted.config["rounds"], fitted.n_clusters) == (0.3, 2, 3)

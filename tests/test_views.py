@@ -135,6 +135,33 @@ def test_views_must_be_a_known_count():
     assert parse_params(compose("paper")).evaluate.views == 1  # the paper's reading
 
 
+@pytest.mark.parametrize("kind", ["lenet", "cnn"])
+def test_mirrored_views_read_an_image_and_its_mirror_image_alike(kind):
+    """`evaluate.mirror`: the 7 views (closed under a mirror: the shifts left and right, the turns
+    both ways) read in the image and its mirror image give one reading for an image and its
+    mirror image, where the plain views give two; with the deskew too (a mirror turns its slant)."""
+    torch.manual_seed(0)
+    reader = (LeNet(9) if kind == "lenet" else DigitReader(9, n_nets=2, width=8)).eval()
+    images = digits()
+    mirrored = images.flip(-1)
+    with torch.no_grad():
+        for layer in ([reader.fc2] if kind == "lenet" else reader.output_layers()):
+            layer.weight.mul_(50)  # a fresh net's readings are near uniform: make them differ
+        plain = ReaderViews(reader, 7)
+        both = ReaderViews(reader, 7, mirror=True)
+        torch.testing.assert_close(both(images).exp(), both(mirrored).exp(), atol=2e-5, rtol=0)
+        assert (plain(images).exp() - plain(mirrored).exp()).abs().max() > 1e-3
+        expected = (plain(images).exp() + plain(mirrored).exp()) / 2  # half the readings each
+        torch.testing.assert_close(both(images).exp(), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_mirror_needs_views_and_is_off_by_default():
+    assert parse_params({}).evaluate.mirror is False
+    assert parse_params({"evaluate": {"views": 5, "mirror": True}}).evaluate.mirror is True
+    with pytest.raises(PipelineError, match="'evaluate.mirror' .* needs 'evaluate.views' > 1"):
+        parse_params({"evaluate": {"views": 1, "mirror": True}})
+
+
 @pytest.mark.parametrize("lenet", [False, True])
 def test_readers_compute_on_their_inputs_device(lenet):
     """deskew, the views and a reader build their grids on the images' device (a CUDA run of the

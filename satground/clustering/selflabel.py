@@ -108,7 +108,7 @@ class SelfLabelClusterer:
                                         [seed * 1000 + 100 * (rnd + 1) + m for m in range(cfg.n_nets)],
                                         cfg.cnn_epochs, workers, batch_size=cfg.cnn_batch_size, lr=cfg.cnn_lr,
                                         rotation=cfg.augment.rotation, scale=cfg.augment.scale,
-                                        shift=cfg.augment.shift, width=cfg.cnn_width,
+                                        shift=cfg.augment.shift, flip=cfg.augment.flip, width=cfg.cnn_width,
                                         feature_dim=cfg.cnn_features)
             config = {"n_clusters": n_clusters, "seed": seed, "umap_runs": cfg.umap_runs,
                       "min_agreement": cfg.min_agreement, "n_components": cfg.pca_components,
@@ -116,7 +116,8 @@ class SelfLabelClusterer:
                       "epochs": cfg.cnn_epochs, "batch_size": cfg.cnn_batch_size, "lr": cfg.cnn_lr,
                       "rotation": cfg.augment.rotation, "scale": cfg.augment.scale,
                       "shift": cfg.augment.shift, "width": cfg.cnn_width, "feature_dim": cfg.cnn_features,
-                      "rounds": cfg.rounds, "confidence": cfg.confidence}
+                      "rounds": cfg.rounds, "confidence": cfg.confidence,
+                      **({"flip": True} if cfg.augment.flip else {})}  # a run without it saves as before
         finally:  # the caller's thread count back: a later fit in the process trains its nets side by side too
             torch.set_num_threads(workers)
         return cls(config, nets)

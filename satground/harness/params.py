@@ -116,6 +116,8 @@ class Augment:
     shift: float = knob(2.0, "random shift, pixels (0 = off)", low=0.0, high=14.0)
     rotation: float = knob(10.0, "random rotation, degrees (0 = off)", low=0.0, high=180.0)
     scale: float = knob(0.1, "random scaling, fraction (0 = off)", low=0.0, high=0.9)
+    flip: bool = knob(False, "half the copies mirrored left to right (ours: for symbols whose mirror "
+                      "image is the same symbol, as clothing; never digits); false = none")
 
 
 @dataclass(frozen=True)
@@ -442,6 +444,14 @@ class Evaluate:
                       "6-degree rotations, 9 = and the image 6 % smaller and larger, 11 = and its "
                       "diagonal one-pixel shifts (ours; satground/readers/views.py); 1 = the image "
                       "alone (the paper)", choices=(1, 5, 7, 9, 11))
+    mirror: bool = knob(False, "with views > 1, each view is also read mirrored left to right, the "
+                        "probabilities averaged over both (ours: for symbols whose mirror image is the "
+                        "same symbol, as clothing; never digits); false = the views as they are")
+
+    def check(self, where: str) -> None:
+        if self.mirror and self.views == 1:
+            raise PipelineError(f"{where}: 'evaluate.mirror' mirrors the test-time views, so it needs "
+                                f"'evaluate.views' > 1, got 1")
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,11 @@ def deskew(images: torch.Tensor) -> torch.Tensor:
 
 
 def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale: float,
-            shift: float) -> torch.Tensor:
+            shift: float, flip: bool = False) -> torch.Tensor:
     """Random affine copies of x (B, 1, 28, 28): rotation in +-`rotation` degrees, zoom in
-    1 +- `scale`, shift in +-`shift` pixels, drawn from `generator` (repeatable)."""
+    1 +- `scale`, shift in +-`shift` pixels, drawn from `generator` (repeatable); with `flip`,
+    each copy mirrored left to right with probability 1/2 (drawn after the affine draws, so
+    without it the draws are as before)."""
     b, _, h, _ = x.shape
     angle = (torch.rand(b, generator=generator) * 2 - 1) * math.radians(rotation)
     zoom = 1 + (torch.rand(b, generator=generator) * 2 - 1) * scale
@@ -59,6 +61,9 @@ def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale:
     cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
     theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
                          torch.stack([sin, cos, move[:, 1]], 1)], 1)
+    if flip:  # a mirror is the affine map x -> -x: folded into theta, no extra pass
+        mirror = torch.where(torch.rand(b, generator=generator) < 0.5, -1.0, 1.0)
+        theta[:, :, 0] *= mirror.view(b, 1)
     grid = F.affine_grid(theta.to(x.device), x.shape, align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 
@@ -90,7 +95,7 @@ _GLOBAL_RNG = threading.Lock()  # a net's initialisation seeds and draws torch's
 def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tensor, n_classes: int,
                     seed: int, epochs: int, batch_size: int = 128, lr: float = 1e-3,
                     rotation: float = 10.0, scale: float = 0.1, shift: float = 2.0,
-                    width: int = 32, feature_dim: int = 128, label_smoothing: float = 0.0) -> DigitCNN:
+                    flip: bool = False, width: int = 32, feature_dim: int = 128, label_smoothing: float = 0.0) -> DigitCNN:
     """One CNN trained to predict target[train_idx] from augmented copies of x[train_idx]
     (deskewed float images (N, 1, 28, 28)), its cross-entropy's target smoothed by
     `label_smoothing`; returned in eval mode. Its initial weights come from
@@ -107,7 +112,7 @@ def train_digit_cnn(x: torch.Tensor, target: torch.Tensor, train_idx: torch.Tens
             batch = order[i:i + batch_size]
             if len(batch) < 2:  # batch norm needs two samples
                 continue
-            loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift)),
+            loss = F.cross_entropy(net(augment(x[batch], gen, rotation, scale, shift, flip)),
                                    target[batch], label_smoothing=label_smoothing)
             opt.zero_grad()
             loss.backward()

@@ -71,9 +71,10 @@ def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> t
 
 
 def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0,
-            rotation: float = 0.0, scale: float = 0.0) -> torch.Tensor:
+            rotation: float = 0.0, scale: float = 0.0, flip: bool = False) -> torch.Tensor:
     """A random affine copy of each image: up to `shift` pixels along each axis, `rotation`
-    degrees and a `scale` fraction, drawn uniformly with `generator`. Float (N, 1, 28, 28) out."""
+    degrees and a `scale` fraction, drawn uniformly with `generator`, and with `flip` mirrored
+    left to right with probability 1/2 (drawn last). Float (N, 1, 28, 28) out."""
     x = image_batch(images)
     n = len(x)
 
@@ -86,6 +87,8 @@ def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0
     cos, sin = zoom * torch.cos(angle), zoom * torch.sin(angle)
     theta = torch.stack([torch.stack([cos, -sin, offset[:, 0]], 1),
                          torch.stack([sin, cos, offset[:, 1]], 1)], 1).to(x)
+    if flip:  # a mirror is the affine map x -> -x: folded into theta
+        theta[:, :, 0] *= torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0).to(x).view(n, 1)
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, align_corners=False)
 
@@ -94,7 +97,7 @@ def distill_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.
                 targets: torch.Tensor, batch_size: int, generator: torch.Generator,
                 augmentation: dict | None = None) -> float:
     """One epoch of cross-entropy on (images uint8 (N,28,28), targets long (N,)); mean loss.
-    `augmentation` ({shift, rotation, scale}, see `augment`) transforms each batch anew;
+    `augmentation` ({shift, rotation, scale, flip}, see `augment`) transforms each batch anew;
     None or all zeros trains on the images as they are."""
     augmentation = augmentation if augmentation and any(augmentation.values()) else None
     model.train()

@@ -5,7 +5,8 @@ every board that shows it. The reader here reads each image in a few fixed, slig
 copies and averages its probabilities over them: the plain image, its four one-pixel shifts,
 then its rotations by -6 and +6 degrees, then the image 6 % smaller and 6 % larger, then its two
 diagonal one-pixel shifts (`views` N takes the first N; 1 is the plain image alone, the paper's
-reading). The copies are small against the training augmentation of the CNN readers (shifts of 2
+reading). With `mirror` (`evaluate.mirror`) each view is read in its mirror image too: only for
+symbols a mirror leaves the same (clothing, not digits). The copies are small against the training augmentation of the CNN readers (shifts of 2
 pixels, rotations of 10 degrees, scaling by 10 %), so each is an image the reader has learned to
 read. Nothing is drawn at random: the same reader gives the same readings.
 
@@ -47,25 +48,28 @@ def view(x: torch.Tensor, degrees: float, right: int, down: int, size: float = 1
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 
 
-def mean_over_views(net: nn.Module, x: torch.Tensor, views: int) -> torch.Tensor:
-    """(B, K) mean softmax of `net` over the first `views` views of x (B, 1, H, W)."""
-    return torch.stack([F.softmax(net(view(x, *v)), dim=1) for v in VIEWS[:views]]).mean(0)
+def mean_over_views(net: nn.Module, x: torch.Tensor, views: int, mirror: bool = False) -> torch.Tensor:
+    """(B, K) mean softmax of `net` over the first `views` views of x (B, 1, H, W), and with
+    `mirror` over the same views of x mirrored left to right too (2 `views` readings)."""
+    images = (x, x.flip(-1)) if mirror else (x,)
+    return torch.stack([F.softmax(net(view(y, *v)), dim=1) for y in images for v in VIEWS[:views]]).mean(0)
 
 
 class ReaderViews(nn.Module):
-    """`reader` (a DigitReader or LeNet, frozen) reading each image in `views` views: returns the
-    log of its mean probabilities, as a DigitReader does, so a softmax gives them back."""
+    """`reader` (a DigitReader or LeNet, frozen) reading each image in `views` views, and with
+    `mirror` in their mirror images too (`evaluate.mirror`, for symbols a mirror leaves the same):
+    returns the log of its mean probabilities, as a DigitReader does, so a softmax gives them back."""
 
-    def __init__(self, reader: nn.Module, views: int):
+    def __init__(self, reader: nn.Module, views: int, mirror: bool = False):
         super().__init__()
         if views not in VIEW_COUNTS:
             raise ValueError(f"views must be one of {VIEW_COUNTS}, got {views!r}")
-        self.reader, self.views, self.n_classes = reader, views, reader.n_classes
+        self.reader, self.views, self.mirror, self.n_classes = reader, views, mirror, reader.n_classes
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (N, 28, 28) or float (N, 1, 28, 28) in [0, 1] -> log mean probabilities (N, K)."""
         if isinstance(self.reader, DigitReader):  # its nets, LeNet half and merge, each net in views
-            probs = self.reader.probabilities(images, lambda net, x: mean_over_views(net, x, self.views))
+            probs = self.reader.probabilities(images, lambda net, x: mean_over_views(net, x, self.views, self.mirror))
         else:
-            probs = mean_over_views(self.reader, image_batch(images), self.views)
+            probs = mean_over_views(self.reader, image_batch(images), self.views, self.mirror)
         return probs.clamp_min(1e-12).log()
