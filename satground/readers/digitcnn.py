@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .lenet import LeNet, image_batch
+from .lenet import LeNet, image_batch, mirror_half
 
 
 def deskew(images: torch.Tensor) -> torch.Tensor:
@@ -61,9 +61,8 @@ def augment(x: torch.Tensor, generator: torch.Generator, rotation: float, scale:
     cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
     theta = torch.stack([torch.stack([cos, -sin, move[:, 0]], 1),
                          torch.stack([sin, cos, move[:, 1]], 1)], 1)
-    if flip:  # a mirror is the affine map x -> -x: folded into theta, no extra pass
-        mirror = torch.where(torch.rand(b, generator=generator) < 0.5, -1.0, 1.0)
-        theta[:, :, 0] *= mirror.view(b, 1)
+    if flip:
+        mirror_half(theta, generator)
     grid = F.affine_grid(theta.to(x.device), x.shape, align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
 

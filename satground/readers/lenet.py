@@ -87,10 +87,18 @@ def augment(images: torch.Tensor, generator: torch.Generator, shift: float = 0.0
     cos, sin = zoom * torch.cos(angle), zoom * torch.sin(angle)
     theta = torch.stack([torch.stack([cos, -sin, offset[:, 0]], 1),
                          torch.stack([sin, cos, offset[:, 1]], 1)], 1).to(x)
-    if flip:  # a mirror is the affine map x -> -x: folded into theta
-        theta[:, :, 0] *= torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0).to(x).view(n, 1)
+    if flip:
+        mirror_half(theta, generator)
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, align_corners=False)
+
+
+def mirror_half(theta: torch.Tensor, generator: torch.Generator) -> None:
+    """Mirror each of the affine maps theta (B, 2, 3) left to right with probability 1/2, in place,
+    one draw a map from `generator`: a mirror is the map x -> -x, folded into theta's first column,
+    so the copies cost no extra pass (the `augment` functions' `flip`)."""
+    mirrored = torch.rand(len(theta), generator=generator) < 0.5
+    theta[:, :, 0] *= torch.where(mirrored, -1.0, 1.0).to(theta).view(-1, 1)
 
 
 def distill_epoch(model: LeNet, optimizer: torch.optim.Optimizer, images: torch.Tensor,
