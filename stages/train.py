@@ -6,6 +6,8 @@ phase (its variables relabelled by the same permutation) unless train.init_from_
 or that SATNet numbered its outputs unlike its inputs (see satground.solver.grounding).
 With train.rules_epochs, SATNet first learns the rules from the blank cells' labels alone (ours),
 and with train.epochs 0 it then trains no further (the classifier may still tune through it);
+with train.reground, the permutation folded is then read off that SATNet's inferences of the
+training givens instead of the ground stage's (ours, satground.solver.reread.reground);
 with train.hints, the end-to-end epochs also show it a falling share of those labels (ours).
 With train.classifier_lr 0 the classifier is frozen and each image read once (ours, faster).
 Then, with train.tune_epochs, the classifier alone learns through the frozen SATNet (ours).
@@ -24,6 +26,7 @@ from satground.solver.grounding import (fold_into_classifier, fold_into_satnet, 
                                         load_permutation, narrow_satnet)
 from satground.harness.io import PipelineError, save_all
 from satground.solver.models import VisualSolver, checkpoint, load_solver, solver_from_params
+from satground.solver.reread import reground
 from satground.harness.params import load_params
 from satground.harness.resume import ResumeOptions
 from satground.satnet import kernel_description
@@ -47,8 +50,7 @@ def main(argv=None):
     saved = load_permutation(args.permutation, K)
     perm, output_perm = saved["permutation"], saved["output_permutation"]
 
-    classifier = load_classifier(args.classifier, len(perm))
-    fold_into_classifier(classifier, perm)  # more clusters than digits: merged into the digits
+    classifier = load_classifier(args.classifier, len(perm))  # speaks clusters until folded below
     solver = solver_from_params(train.board_size, sat, zero_input_outputs=True)
     # A self-grounded SATNet that numbers its outputs unlike its inputs (the ground stage's
     # alignment moved the permutation) has no single relabelling of its variables that keeps
@@ -75,10 +77,15 @@ def main(argv=None):
     ])
 
     report, resume = StageReport(args.metrics_out), ResumeOptions(args.resume_dir)
-    rules = {}
+    rules, regrounded = {}, None
     if cfg.rules_epochs:
         rules = learn_rules(solver, train, dev, cfg.rules_epochs, cfg.rules_shown, sat.lr,
                             cfg.batch_size, device, generator, report, resume)
+    if cfg.reground:
+        perm, regrounded = reground(classifier, solver, train, perm, cfg.batch_size)
+        print(f"train: reground through the rules-taught SATNet: {regrounded['permutation']} "
+              f"(ground's {regrounded['ground_permutation']})")
+    fold_into_classifier(classifier, perm)  # more clusters than digits: merged into the digits
     frozen = cfg.classifier_lr == 0  # then each image is read once, not once per batch
     if frozen:
         freeze(classifier)
@@ -98,6 +105,8 @@ def main(argv=None):
             **last}
     if rules:
         info["rules"] = rules
+    if regrounded:
+        info["reground"] = regrounded
     if cfg.tune_epochs:
         info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
                                               cfg.batch_size, device, generator, report,

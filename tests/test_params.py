@@ -115,6 +115,7 @@ def test_a_key_the_file_omits_takes_the_schema_default(tmp_path):
      "'train.hint_epochs' (4) exceeds 'train.epochs' (3)"),
     ("train:\n  hints: 1.0\n", "'train.hints' must be below 1"),
     ("train:\n  rules_shown: 1.0\n", "'train.rules_shown' must lie strictly between 0 and 1"),
+    ("train:\n  reground: true\n", "'train.reground' needs 'train.rules_epochs' above 0"),
     ("train:\n  epochs: 0\n  decay_epochs: 0\n", "'train.epochs' is 0 and so is 'train.rules_epochs'"),
     ("train:\n  epochs: 0\n  decay_epochs: 0\n  rules_epochs: 2\nreread:\n  rounds: 2\n",
      "'reread.rounds' 2 trains a SATNet behind each new reader for 'train.epochs' epochs, which is 0"),

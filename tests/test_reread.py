@@ -10,7 +10,7 @@ from satground.readers.digitcnn import DigitReader
 from satground.readers.lenet import LeNet
 from satground.solver.models import SymbolicSolver, VisualSolver, checkpoint, load_solver
 from satground.solver.check import Checked, checked_readings, verified_readings
-from satground.solver.reread import pseudo_labels, satnet_votes, train_reader
+from satground.solver.reread import pseudo_labels, reground, satnet_votes, train_reader
 from satground.boards.sudoku import generate_puzzles
 from satground.harness.params import Reread
 
@@ -98,6 +98,33 @@ def test_the_solution_context_shows_the_blank_labels_and_no_given_label():
     assert (z[released] == 0).all() and int(counts.sum()) == int((released & voters).sum())
     with pytest.raises(ValueError, match="context"):
         satnet_votes(model, boards, 1.0, 1, len(boards), torch.Generator(), context="truth")
+
+
+def test_reground_reads_the_cluster_map_off_a_satnet_that_knows_the_rules():
+    """train.reground: a classifier that speaks clusters (cluster c holds digit CLUSTERED[c], every
+    seventh image in a wrong cluster) and a wrong ground permutation (two clusters swapped); a
+    SATNet that knows the rules, shown each board's blank labels and no given, names the map.
+    Every given is released, so no given's reading or label reaches SATNet."""
+    from dataclasses import replace
+    boards, digits, solutions = boards_with_index_images()
+    boards = replace(boards, labels=torch.where(boards.is_input, 0, boards.labels))  # ungrounded
+    clustered = torch.tensor([2, 0, 3, 1])  # cluster c -> digit
+    cluster_of = torch.argsort(clustered)   # digit d -> its cluster
+    clusters = cluster_of[digits]
+    clusters[::7] = (clusters[::7] + 1) % K
+    solver = OracleSolver(solutions)
+    ground = clustered[torch.tensor([1, 0, 2, 3])]
+    new, report = reground(IndexReader(4.0 * torch.nn.functional.one_hot(clusters, K).float()), solver,
+                           boards, ground, batch_size=len(boards))
+    assert torch.equal(new, clustered) and report["permutation"] == clustered.tolist()
+    assert not report["agrees_with_ground"] and report["ground_permutation"] == ground.tolist()
+    assert 0.8 < report["agreement"] < 1 and report["ground_agreement"] < report["agreement"] - 0.3
+    assert sum(map(sum, report["cooccurrence"])) == report["images_voted"] > 0.9 * len(digits)
+    (z_in, seen), = solver.shown
+    assert not (seen & boards.is_input).any() and (z_in.reshape(len(z_in), -1, K)[boards.is_input] == 0).all()
+    same, report = reground(IndexReader(4.0 * torch.nn.functional.one_hot(clusters, K).float()),
+                            OracleSolver(solutions), boards, clustered, batch_size=len(boards))
+    assert torch.equal(same, clustered) and report["agrees_with_ground"]  # a right map stays
 
 
 def test_a_reader_trained_on_pseudo_labels_replaces_the_classifier_in_a_solver_file(tmp_path):

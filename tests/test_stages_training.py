@@ -696,6 +696,37 @@ def test_no_end_to_end_epochs_keep_the_satnet_the_rules_epochs_left(workdir, ung
     assert not (tmp_path / "t.pt").exists()
 
 
+def test_reground_folds_the_map_the_rules_taught_satnet_names(workdir, ungrounded_run, tmp_path,
+                                                               monkeypatch):
+    """train.reground: after the rules epochs the stage asks reread.reground for the map, from the
+    ground stage's, and folds the map it returns into the classifier (here a swap of two digits
+    laid over the real answer); its report is kept in the info."""
+    from satground.solver.grounding import fold_into_classifier, load_permutation
+    from satground.solver.models import load_solver
+    module, asked = stage("train"), []
+
+    def swapped(classifier, solver, train, perm, batch_size):
+        new, report = real(classifier, solver, train, perm, batch_size)
+        asked.append(perm.clone())
+        return new[[1, 0, 2, 3]], report
+    real = module.reground
+    monkeypatch.setattr(module, "reground", swapped)
+    params = {**PARAMS, "train": {**PARAMS["train"], "rules_epochs": 1, "epochs": 0, "decay_epochs": 0,
+                                  "tune_epochs": 0, "reground": True}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    module.main(declared("train", params=tmp_path / "p.yaml", prepared=ungrounded_run["blind"],
+                         model_out=tmp_path / "s.pt", metrics_out=tmp_path / "m"))
+    ground = load_permutation("models/permutation.json", K)["permutation"]
+    assert len(asked) == 1 and torch.equal(asked[0], ground)
+    report = read(tmp_path / "m" / "info.json")["reground"]
+    new = torch.tensor(report["permutation"])[[1, 0, 2, 3]]
+    expected = load_classifier("models/classifier.pt", K)
+    fold_into_classifier(expected, new)
+    images = load_boards(ungrounded_run["blind"], "train").images[:40]
+    assert torch.equal(classify(load_solver(tmp_path / "s.pt").classifier, images), classify(expected, images))
+    assert report["images_voted"] > 0 and report["ground_permutation"] == ground.tolist()
+
+
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):
     stage("baseline_visual").main(declared("baseline_grounded"))
     stage("baseline_visual").main(declared("baseline_ungrounded"))

@@ -301,6 +301,10 @@ class Train:
                              "0 = none (the paper)", low=0)
     rules_shown: float = knob(0.8, "share of a board's labelled blank cells SATNet is shown in those "
                               "epochs (drawn afresh each time); it infers the others", low=0.0, high=1.0)
+    reground: bool = knob(False, "after the rules epochs, the cluster -> digit map folded into the "
+                          "classifier is read off SATNet's inferences of the training givens from "
+                          "their boards' blank-cell labels (ours, rule free and label free); false = "
+                          "the ground stage's (the paper)")
     hints: float = knob(0.0, "in the end-to-end epochs, the share of each board's labelled blank "
                         "cells also shown to SATNet as inputs at the start (drawn afresh each batch), "
                         "falling linearly to 0 over hint_epochs (ours); 0 = none (the paper)",
@@ -320,6 +324,9 @@ class Train:
         if self.hints >= 1:
             raise PipelineError(f"{where}: 'train.hints' must be below 1 (SATNet needs blank cells "
                                 f"to learn from), got {self.hints}")
+        if self.reground and not self.rules_epochs:
+            raise PipelineError(f"{where}: 'train.reground' needs 'train.rules_epochs' above 0 "
+                                f"(SATNet must know the rules to ground through it)")
         if not 0 < self.rules_shown < 1:
             raise PipelineError(f"{where}: 'train.rules_shown' must lie strictly between 0 and 1 "
                                 f"(SATNet needs cells shown and cells to infer), got {self.rules_shown}")

@@ -31,6 +31,7 @@ from ..readers import lenet
 from ..boards.data import Boards
 from ..readers.digitcnn import DigitReader, deskew, train_digit_cnns
 from .check import log_inference
+from .grounding import inferred_permutation
 from .models import VisualSolver
 
 
@@ -53,6 +54,7 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
         raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
     model.eval()
     K, C = boards.n_digits, boards.n_cells
+    device = next(model.solver.parameters()).device
     reading = F.softmax(lenet.outputs(model.classifier, boards.images), dim=1)
     votes = torch.zeros(len(boards.images), K)
     counts = torch.zeros(len(boards.images))
@@ -69,13 +71,38 @@ def satnet_votes(model: VisualSolver, boards: Boards, release: float, passes: in
                 blank = ~is_input
                 z[blank] = F.one_hot(boards.labels[rows][blank].long() - 1, K).float()
                 seen = seen | blank
-            probs = model.solver(z.reshape(len(z), -1), seen)
+            probs = model.solver(z.reshape(len(z), -1).to(device), seen.to(device)).cpu()
             if voters is not None:
                 out = out & voters[rows]
             shown = cell_image[out]
             votes.index_add_(0, shown, log_inference(probs.reshape(len(z), C, K)[out]))
             counts.index_add_(0, shown, torch.ones(len(shown)))
     return votes, counts, reading
+
+
+def reground(classifier: nn.Module, solver: nn.Module, train: Boards, perm: torch.Tensor,
+             batch_size: int) -> tuple[torch.Tensor, dict]:
+    """A second grounding through the SATNet the rules epochs taught (ours, `train.reground`):
+    SATNet infers every given of the training boards from their blank cells' labels alone
+    (satnet_votes, context `solution`, every given released), each pool image takes the
+    digit its summed votes name, and the map of the classifier's clusters (`classifier` not yet
+    folded) onto those digits replaces `perm`, the ground stage's (inferred_permutation).
+    Rule free and label free: the rules are SATNet's, learnt from the blank labels, and no
+    given's label is read. Returns (the new perm, a report: both maps, the share of voted
+    images on which each agrees with SATNet, the co-occurrence counts)."""
+    release_all = torch.Generator().manual_seed(0)  # every given released: the draws decide nothing
+    votes, counts, reading = satnet_votes(VisualSolver(classifier, solver), train, 1.0, 1, batch_size,
+                                          release_all, context="solution")
+    voted = counts > 0
+    clusters, inferred = reading[voted].argmax(dim=1), votes[voted].argmax(dim=1)
+    new, cooccurrence = inferred_permutation(clusters, inferred, len(perm), train.n_digits)
+
+    def agreement(p):
+        return round(float((p[clusters] == inferred).float().mean()), 6)
+    return new, {"permutation": new.tolist(), "ground_permutation": perm.tolist(),
+                 "agrees_with_ground": bool(torch.equal(new, perm)),
+                 "images_voted": int(voted.sum()), "agreement": agreement(new),
+                 "ground_agreement": agreement(perm), "cooccurrence": cooccurrence.long().tolist()}
 
 
 def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
