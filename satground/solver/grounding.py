@@ -141,18 +141,6 @@ def peer_label_permutation(cooccurrence: torch.Tensor) -> torch.Tensor:
     return hard_permutation(-cooccurrence, "hungarian")
 
 
-def inferred_permutation(clusters: torch.Tensor, inferred: torch.Tensor, n_clusters: int,
-                         n_digits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(perm (K',), cooccurrence (K', K)): the cluster -> digit map a SATNet that knows the rules
-    shows (`train.reground`, ours). clusters (P,): the cluster the classifier reads for each pool
-    image; inferred (P,): the digit SATNet inferred for it from its boards' blank-cell labels
-    alone. cooccurrence[c, d] counts the images of cluster c inferred d; perm is its best
-    one-to-one matching (with K' > K the best onto map). No given's label is read."""
-    cooccurrence = torch.zeros(n_clusters, n_digits)
-    cooccurrence.index_put_((clusters.long(), inferred.long()), torch.ones(len(clusters)), accumulate=True)
-    return hard_permutation(cooccurrence, "hungarian"), cooccurrence
-
-
 def align_to_inputs(output_perm: torch.Tensor, cooccurrence: torch.Tensor, max_ratio: float = 0.5):
     """(input_perm, rho): rho[a] = the given cluster that output value a avoids (the one-to-one
     matching of least co-occurrence), input_perm[rho[a]] = output_perm[a].

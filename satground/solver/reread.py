@@ -29,9 +29,10 @@ from torch import nn
 
 from ..readers import lenet
 from ..boards.data import Boards
+from ..boards.metrics import confusion_matrix
 from ..readers.digitcnn import DigitReader, deskew, train_digit_cnns
 from .check import log_inference
-from .grounding import inferred_permutation
+from .grounding import hard_permutation
 from .models import VisualSolver
 
 
@@ -86,7 +87,8 @@ def reground(classifier: nn.Module, solver: nn.Module, train: Boards, perm: torc
     SATNet infers every given of the training boards from their blank cells' labels alone
     (satnet_votes, context `solution`, every given released), each pool image takes the
     digit its summed votes name, and the map of the classifier's clusters (`classifier` not yet
-    folded) onto those digits replaces `perm`, the ground stage's (inferred_permutation).
+    folded) onto those digits replaces `perm`, the ground stage's: the best one-to-one matching
+    of their co-occurrence counts (with more clusters than digits the best onto map).
     Rule free and label free: the rules are SATNet's, learnt from the blank labels, and no
     given's label is read. Returns (the new perm, a report: both maps, the share of voted
     images on which each agrees with SATNet, the co-occurrence counts)."""
@@ -95,14 +97,15 @@ def reground(classifier: nn.Module, solver: nn.Module, train: Boards, perm: torc
                                           release_all, context="solution")
     voted = counts > 0
     clusters, inferred = reading[voted].argmax(dim=1), votes[voted].argmax(dim=1)
-    new, cooccurrence = inferred_permutation(clusters, inferred, len(perm), train.n_digits)
+    cooccurrence = confusion_matrix(clusters.numpy(), inferred.numpy(), len(perm), train.n_digits)
+    new = hard_permutation(torch.from_numpy(cooccurrence), "hungarian")
 
     def agreement(p):
         return round(float((p[clusters] == inferred).float().mean()), 6)
     return new, {"permutation": new.tolist(), "ground_permutation": perm.tolist(),
                  "agrees_with_ground": bool(torch.equal(new, perm)),
                  "images_voted": int(voted.sum()), "agreement": agreement(new),
-                 "ground_agreement": agreement(perm), "cooccurrence": cooccurrence.long().tolist()}
+                 "ground_agreement": agreement(perm), "cooccurrence": cooccurrence.tolist()}
 
 
 def pseudo_labels(votes: torch.Tensor, reading: torch.Tensor) -> torch.Tensor:
