@@ -150,7 +150,9 @@ def summary(root: Path, run: dict) -> str:
         f"{pct(phase['phase_output_cell_accuracy'])} % test |",
         f"| cluster -> digit {'permutation' if clusters == K else 'map'} "
         f"| {'right' if phase['permutation_correct'] else 'WRONG'} "
-        f"(Hungarian {'right' if phase['hungarian_correct'] else 'wrong'}, authors' arg max "
+        + (f"(train.reground's, folded; the ground stage's {'right' if phase['ground_permutation_correct'] else 'WRONG'}) "
+           if phase.get("reground") else "")
+        + f"(Hungarian {'right' if phase['hungarian_correct'] else 'wrong'}, authors' arg max "
         f"{'right' if phase['argmax_correct'] else 'wrong'}) |",
         "",
     ]

@@ -8,8 +8,10 @@ and the model as trained is also scored reading each image once (the paper's row
 The only stage of our method that reads the test solution and the evaluation truth: board
 accuracy is exact match with the true solution; the valid-grid rate is the authors' count
 (the predicted grid is a valid Sudoku); per-cell accuracy is over all cells; visual accuracy
-over input cells. The learned permutation is checked against the best one-to-one matching of
-the classifier's clusters to the true digits of the test images. Every board figure of ours gets a
+over input cells. The cluster -> digit map folded into the trained model (train's: the ground
+stage's learned permutation, or with `train.reground` the one read off the rules-taught SATNet)
+is checked against the best one-to-one matching of the classifier's clusters to the true digits
+of the test images, and so is the ground stage's. Every board figure of ours gets a
 95 % interval from a bootstrap over the test images and boards (satground/boards/intervals.py),
 in info.json's "intervals", keyed as the metrics file's figures.
 """
@@ -25,7 +27,7 @@ from satground.solver.grounding import hard_permutation, load_permutation
 from satground.harness.io import atomic_outputs
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching, clustering_accuracy, markdown_table, solution_metrics
-from satground.solver.models import VisualSolver, load_solver
+from satground.solver.models import VisualSolver, folded_permutation, load_solver
 from satground.harness.params import load_params
 from satground.solver.check import Checked
 from satground.harness.satnet_stage import prepare_satnet_stage
@@ -156,11 +158,15 @@ def score_ours(variants: dict, test, solution, image_digits, params, device) -> 
 
 
 def grounding_scores(ground_model, test, solution, truth: dict, saved_perm: dict, batch_size: int,
-                     device) -> dict:
+                     device, folded: torch.Tensor | None = None) -> dict:
     """The self-grounded phase's test scores, its model (speaking clusters) read through the
-    learned permutation, and that permutation checked against the true cluster -> digit matching
-    of the frozen distilled classifier (in ground.pt) on the test images: truth used to report only."""
+    learned permutation, and the maps checked against the true cluster -> digit matching of the
+    frozen distilled classifier (in ground.pt) on the test images: truth used to report only.
+    `folded`: the map train folded into the model (models.folded_permutation; None: the learned
+    permutation, as train folded before it recorded its map). "permutation_correct" is the folded
+    map's, "ground_permutation_correct" the ground stage's."""
     perm, output_perm = saved_perm["permutation"], saved_perm["output_permutation"]
+    folded = perm if folded is None else folded
     ground_model = ground_model.to(device)
     phase = solution_scores(ground_model, test, solution, batch_size, device, perm, output_perm)
     K, pool = test.n_digits, given_image_indices(test)
@@ -178,8 +184,11 @@ def grounding_scores(ground_model, test, solution, truth: dict, saved_perm: dict
 
     return {
         "clustering_accuracy": clustering_accuracy(clusters, digits, n_clusters, K),
-        "map_images_right": float((perm[torch.from_numpy(clusters)].numpy() == digits).mean()),
-        "permutation_correct": right(perm),
+        "map_images_right": float((folded[torch.from_numpy(clusters)].numpy() == digits).mean()),
+        "permutation_correct": right(folded),
+        "ground_permutation_correct": right(perm),
+        "reground": not torch.equal(folded, perm),  # train folded another map than the ground stage's
+        "folded_permutation": folded.tolist(),
         "output_permutation_correct": right(output_perm),
         "argmax_correct": right(hard_permutation(soft, "argmax")),
         "hungarian_correct": right(hard_permutation(soft, "hungarian")),
@@ -261,13 +270,14 @@ def main(argv=None):
     truth = load_truth(args.prepared, "test", test)
     solvers = load_solvers(args, params, test)
     saved_perm = load_permutation(args.permutation, test.n_digits)
+    folded = folded_permutation(args.solver, len(saved_perm["permutation"]), test.n_digits)
     baselines = load_baselines(args)
     report = StageReport(args.metrics_out)
 
     ours, intervals = score_ours(our_variants(solvers, params), test, solution,
                                  truth["image_labels"].numpy(), params, device)
     grounding = grounding_scores(solvers["ground"], test, solution, truth, saved_perm,
-                                 params.evaluate.batch_size, device)
+                                 params.evaluate.batch_size, device, folded)
 
     frame = results_table(table_rows(ours, intervals, baselines, params), row_labels(params))
     with atomic_outputs([args.table_out, args.csv_out]) as (table_tmp, csv_tmp):

@@ -111,7 +111,7 @@ def main(argv=None):
         info["tune"] = last = tune_classifier(model, train, dev, cfg.tune_epochs, cfg.tune_lr,
                                               cfg.batch_size, device, generator, report,
                                               resume=resume)
-    save_all({args.model_out: checkpoint(model.cpu())})
+    save_all({args.model_out: checkpoint(model.cpu(), folded=perm)})  # evaluate checks this map
     report.finish({"train_loss": info["loss"], "train_dev_blank_cells": last["dev_blank_cells"]},
                   info=info)
     print(f"train: {cfg.epochs} + {cfg.tune_epochs} tune epochs, dev blank cells "

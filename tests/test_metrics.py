@@ -82,6 +82,19 @@ def test_keep_results_writes_the_run_and_its_tables(tmp_path):
     assert "| Ours                | ungrounded | yes           | 100.0 " in summary
     assert "| Original SATNet     | ungrounded | no            | 0.0 " in summary
     assert "permutation | right" in summary
+    assert "reground" not in summary
+
+
+def test_the_record_names_a_map_train_regrounded_beside_the_ground_stages(tmp_path):
+    """With train.reground the summary's permutation row is the folded map's, and names the
+    ground stage's beside it."""
+    root = project_copy(tmp_path)
+    info_file = root / "metrics" / "evaluate" / "info.json"
+    info = json.loads(info_file.read_text())
+    info["grounding"].update(permutation_correct=True, ground_permutation_correct=False, reground=True)
+    info_file.write_text(json.dumps(info))
+    summary = (keep_results.main(["demo", "--root", str(root)]) / "summary.md").read_text()
+    assert "permutation | right (train.reground's, folded; the ground stage's WRONG) (Hungarian" in summary
 
 
 def test_the_record_names_the_cpu_generation_and_its_vector_units(monkeypatch):

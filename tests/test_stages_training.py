@@ -27,6 +27,7 @@ from satground.readers.lenet import LeNet, distill_epoch
 from satground.readers.lenet import predict as classify
 from satground.boards.metrics import best_matching
 from satground.harness.params import compose
+from satground.solver.models import folded_permutation
 from script_import import script
 from stage_commands import declared, four_by_four
 
@@ -725,6 +726,39 @@ def test_reground_folds_the_map_the_rules_taught_satnet_names(workdir, ungrounde
     images = load_boards(ungrounded_run["blind"], "train").images[:40]
     assert torch.equal(classify(load_solver(tmp_path / "s.pt").classifier, images), classify(expected, images))
     assert report["images_voted"] > 0 and report["ground_permutation"] == ground.tolist()
+    assert torch.equal(folded_permutation(tmp_path / "s.pt", K, K), new)  # the map evaluate checks
+
+
+def test_evaluate_checks_the_map_train_folded_beside_the_ground_stages(workdir, ungrounded_run, tmp_path):
+    """perm_right is the map folded into the trained model, which models/solver.pt records (the
+    ground stage's unless train.reground); the ground stage's own stays beside it. A file that
+    records a malformed map is a one-line error naming it."""
+    from satground.boards.data import load_truth
+    from satground.solver.grounding import load_permutation
+    from satground.solver.models import load_solver
+    module, prepared = stage("evaluate"), workdir / "data/prepared"
+    test = load_boards(prepared, "test")
+    solution, truth = load_boards(prepared, "test", view="grounded").labels, load_truth(prepared, "test", test)
+    saved = load_permutation("models/permutation.json", K)
+    ground = load_solver("models/ground.pt", boards=test, kind="visual")
+    folded = folded_permutation("models/solver.pt", K, K)
+    assert torch.equal(folded, saved["permutation"])  # train folded the ground stage's map
+
+    def scores(mapping):  # the maps' figures (the phase's scores draw SATNet's random starts)
+        got = module.grounding_scores(ground, test, solution, truth, saved, 40, torch.device("cpu"), mapping)
+        return {key: value for key, value in got.items() if not key.startswith("phase_")}
+    plain, true = scores(folded), torch.tensor(scores(None)["true_permutation"])
+    assert plain == scores(None) and not plain["reground"]
+    assert plain["permutation_correct"] == plain["ground_permutation_correct"] == torch.equal(folded, true)
+    wrong, right = scores(true[[1, 0, 2, 3]]), scores(true)
+    assert wrong["reground"] and not wrong["permutation_correct"] and right["permutation_correct"]
+    assert wrong["ground_permutation_correct"] == right["ground_permutation_correct"] == plain["permutation_correct"]
+    assert right["map_images_right"] > wrong["map_images_right"]
+    bad = torch.load("models/solver.pt", weights_only=False)
+    bad["folded_permutation"] = [0, 1, 2, 9]
+    torch.save(bad, tmp_path / "bad.pt")
+    with pytest.raises(PipelineError, match="bad.pt: 'folded_permutation' must map 4 clusters"):
+        folded_permutation(tmp_path / "bad.pt", K, K)
 
 
 def test_baselines_evaluation_and_results_table(workdir, ungrounded_run):

@@ -140,14 +140,18 @@ def solver_config(solver: SymbolicSolver) -> dict:
     return config
 
 
-def checkpoint(model: nn.Module) -> dict:
-    """What a solver artifact holds: enough to rebuild the model without params.yaml."""
+def checkpoint(model: nn.Module, folded: torch.Tensor | None = None) -> dict:
+    """What a solver artifact holds: enough to rebuild the model without params.yaml. With
+    `folded` (long (K',)), the cluster -> digit map folded into a visual solver's classifier:
+    train's, which evaluate checks against the test truth (folded_permutation)."""
     if isinstance(model, VisualSolver):
         saved = {"kind": "visual", "config": solver_config(model.solver),
                  "solver": model.solver.state_dict(), "classifier": model.classifier.state_dict(),
                  "n_classes": model.classifier.n_classes}
         if reader_config(model.classifier) is not None:  # a CNN ensemble; LeNet otherwise
             saved["reader"] = reader_config(model.classifier)
+        if folded is not None:
+            saved["folded_permutation"] = folded.tolist()
         return saved
     return {"kind": "symbolic", "config": solver_config(model), "solver": model.state_dict()}
 
@@ -191,6 +195,21 @@ def load_solver(path, backend: str = "auto", boards=None, kind: str | None = Non
     except (KeyError, TypeError, RuntimeError) as exc:
         raise PipelineError(f"{path}: solver model does not load ({str(exc).splitlines()[0]})") from None
     return VisualSolver(classifier, solver)
+
+
+def folded_permutation(path, n_clusters: int, n_digits: int) -> torch.Tensor | None:
+    """The cluster -> digit map (long (n_clusters,)) that `checkpoint` recorded as folded into the
+    solver file's classifier, or None where it records none (a re-read reader, or a file written
+    before train recorded it); a malformed entry is a one-line error naming the file."""
+    saved = load_torch(path, "solver model")
+    folded = saved.get("folded_permutation") if isinstance(saved, dict) else None
+    if folded is None:
+        return None
+    if (not isinstance(folded, list) or len(folded) != n_clusters
+            or not all(type(d) is int and 0 <= d < n_digits for d in folded)):
+        raise PipelineError(f"{path}: 'folded_permutation' must map {n_clusters} clusters onto "
+                            f"0..{n_digits - 1}, got {folded!r}")
+    return torch.tensor(folded, dtype=torch.long)
 
 
 # a solver checkpoint's config entries: (type, test of the value, what it must be)
