@@ -346,6 +346,20 @@ def permutation_record(permutation: torch.Tensor, output_permutation: torch.Tens
             "soft_permutation": [[round(float(x), 6) for x in row] for row in soft], **details}
 
 
+def checked_map(path, key: str, entries, n_clusters: int, n_digits: int) -> torch.Tensor:
+    """A file's `key` as saved (`entries`) as a long (n_clusters,) map of the clusters onto
+    0..n_digits-1, or a one-line PipelineError naming the file and key."""
+    listed = entries if isinstance(entries, list) else [entries]
+    if not all(type(x) is int for x in listed):  # torch.tensor would truncate 1.7 to 1
+        raise PipelineError(f"{path}: '{key}' must hold integers, got {entries}")
+    perm = torch.tensor(entries, dtype=torch.long)
+    if perm.shape != (n_clusters,) or not is_onto(perm, n_digits):
+        what = (f"a permutation of 0..{n_digits - 1}" if n_clusters == n_digits else
+                f"a map of {n_clusters} clusters onto 0..{n_digits - 1} (cluster.clusters)")
+        raise PipelineError(f"{path}: '{key}' must be {what}, got {perm.tolist()}")
+    return perm
+
+
 def load_permutation(path, n_digits: int) -> dict:
     """The record permutation_record wrote, with "permutation", "output_permutation" as long (K',)
     and "soft_permutation" as float (K', K), each checked: two maps of 0..K'-1 onto 0..K-1
@@ -364,14 +378,7 @@ def load_permutation(path, n_digits: int) -> dict:
                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     n_clusters = max(n_digits, loaded["permutation"].numel())
     for key in ("permutation", "output_permutation"):
-        perm = loaded[key]
-        entries = saved[key] if isinstance(saved[key], list) else [saved[key]]
-        if not all(type(x) is int for x in entries):  # torch.tensor would truncate 1.7 to 1
-            raise PipelineError(f"{path}: '{key}' must hold integers, got {saved[key]}")
-        if perm.shape != (n_clusters,) or not is_onto(perm, n_digits):
-            what = (f"a permutation of 0..{n_digits - 1}" if n_clusters == n_digits else
-                    f"a map of {n_clusters} clusters onto 0..{n_digits - 1} (cluster.clusters)")
-            raise PipelineError(f"{path}: '{key}' must be {what}, got {perm.tolist()}")
+        loaded[key] = checked_map(path, key, saved[key], n_clusters, n_digits)
     soft = loaded["soft_permutation"]
     if soft.shape != (n_clusters, n_digits) or not torch.isfinite(soft).all():
         raise PipelineError(f"{path}: 'soft_permutation' must be a finite {n_clusters}x{n_digits} matrix")

@@ -20,6 +20,7 @@ from ..boards.data import var_mask
 from ..readers.classifier import build_classifier, reader_config
 from ..harness.io import PipelineError, check_finite_weights, load_torch
 from ..readers.lenet import image_batch
+from .grounding import checked_map
 from ..satnet import SATNet
 
 
@@ -205,11 +206,7 @@ def folded_permutation(path, n_clusters: int, n_digits: int) -> torch.Tensor | N
     folded = saved.get("folded_permutation") if isinstance(saved, dict) else None
     if folded is None:
         return None
-    if (not isinstance(folded, list) or len(folded) != n_clusters
-            or not all(type(d) is int and 0 <= d < n_digits for d in folded)):
-        raise PipelineError(f"{path}: 'folded_permutation' must map {n_clusters} clusters onto "
-                            f"0..{n_digits - 1}, got {folded!r}")
-    return torch.tensor(folded, dtype=torch.long)
+    return checked_map(path, "folded_permutation", folded, n_clusters, n_digits)  # as the ground stage's file
 
 
 # a solver checkpoint's config entries: (type, test of the value, what it must be)
