@@ -387,14 +387,14 @@ def test_restarts_of_a_training_free_method(tmp_path):
 
 
 def test_fit_sample_is_a_seeded_draw_or_every_image():
-    import cluster
+    from satground.clustering.fitting import fit_sample
 
-    draw = cluster.fit_sample(100, 30, seed=4)
+    draw = fit_sample(100, 30, seed=4)
     assert len(draw) == 30 and len(set(draw.tolist())) == 30 and torch.equal(draw, draw.sort().values)
-    assert torch.equal(draw, cluster.fit_sample(100, 30, seed=4))
-    assert not torch.equal(draw, cluster.fit_sample(100, 30, seed=5))
+    assert torch.equal(draw, fit_sample(100, 30, seed=4))
+    assert not torch.equal(draw, fit_sample(100, 30, seed=5))
     for every in (0, 100, 500):
-        assert torch.equal(cluster.fit_sample(100, every, seed=4), torch.arange(100))
+        assert torch.equal(fit_sample(100, every, seed=4), torch.arange(100))
 
 
 def test_cluster_fit_images_fits_on_a_draw_and_assigns_every_image(tmp_path):
