@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+
 # (model, data, proofreader) -> the paper's (board, per-cell, visual) accuracies in %
 PAPER = {
     ("Original SATNet", "grounded", "no"): (66.5, 98.8, 99.0),

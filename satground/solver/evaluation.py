@@ -24,6 +24,7 @@ from .grounding import hard_permutation
 from .models import VisualSolver
 from .training import solution_digits, solution_scores
 
+
 # the variants of our model scored, in this order: one_view only with evaluate.views > 1,
 # reread unless reread.reader is none, proofreader unless proofread.epochs is 0, the checked ones
 # with evaluate.check_folds
