@@ -35,14 +35,12 @@ def get_puzzles(cfg, seed: int, where: str):
 
     # train: the first n_train boards, dev: the next n_dev; test: the last n_test (the published
     # 9,000/1,000 split; a CSV is read only up to n_train + n_dev + n_test rows)
-    given = None
     if cfg.puzzles.source == "published":
         puzzles, solutions, images, positions = sudoku_files.read_published(cfg.puzzles.path, cfg.board_size,
                                                                             cfg.n_train + cfg.n_dev, cfg.n_test)
-        given = (images, positions)
         # the paper's own data is taken as it is: puzzles with several solutions are only counted
         info["non_unique_puzzles"] = int((sudoku.count_solutions_many(puzzles, cfg.board_size) != 1).sum())
-        return puzzles, solutions, given, info, None
+        return puzzles, solutions, (images, positions), info, None
     puzzles, solutions, lines = sudoku_files.read_csv(cfg.puzzles.path, cfg.board_size, limit=n_total)
     if len(puzzles) < n_total:
         raise PipelineError(f"{where}: 'data.n_train' + 'data.n_dev' + 'data.n_test' = {n_total} but "
@@ -63,6 +61,7 @@ def check_disjoint(puzzles: np.ndarray, split_rows: dict, where: str, names) -> 
 
 
 def givens_summary(puzzles: np.ndarray) -> dict:
+    """The mean number of givens a board and their histogram (givens -> boards)."""
     counts = (puzzles != 0).sum(axis=1)
     values, n = np.unique(counts, return_counts=True)
     return {"mean": round(float(counts.mean()), 3), "histogram": {str(v): int(k) for v, k in zip(values, n)}}
