@@ -11,14 +11,14 @@ Intel Xeon with AMX (results/cpu9_fast_reader_width16/: its float sums train oth
 0-4 on the Zen 4, results/cpu9_fast_reader_width16_zen4/, have a seeds table but no column), the same with the paper's distilled LeNet as the
 classifier (the default before it kept the clusterer's CNNs, records in results/cpu9_fast_lenet/),
 the same with a fine-tuned classifier, fp32-grade products and a proofreader (`cpu9`), rule-aware (`cpu9_rules`), the paper's mechanism (`cpu9_paper`, 10 end-to-end epochs) and its 100-epoch run (results/cpu9_paper_100/), and the default's pipeline on Fashion-MNIST's
-clothing (`fashion9`, results/fashion9_pool/, on an Intel Xeon with AMX) and the same before its 25,200 training images (results/fashion9_verify_readings/), each the mean +- sample std over its seeds' records (results/<p>/
+clothing (`fashion9`, results/fashion9_reground/, on an AMD EPYC Zen 4) and the same with the ground stage's map, before rule 12 (results/fashion9_pool/, on an Intel Xeon with AMX), each the mean +- sample std over its seeds' records (results/<p>/
 and results/<p>/seeds/seed*/), with the mean's 95 % interval over the test images and boards
 in brackets where every seed's record has evaluate's bootstrap (satground/boards/intervals.py;
 seeds combined by their standard errors), then the paper's own figures. A configuration without a record
 shows "not run". The 4x4 table is the 4x4 profile's record, results/4x4/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
 scripts/ablation_report.py wrote it) between its markers, and so do the records without a
-column (SEEDS_ONLY: `fashion9` before the verify, results/fashion9/, and with its verify's first rule, results/fashion9_verify/; today's `fashion9` on an AMD EPYC Zen 5, results/fashion9_zen5/; the clusterer's CNNs at width 16, the default from 37ddfef until the unchecked
+column (SEEDS_ONLY: `fashion9` before the verify, results/fashion9/, with its verify's first rule, results/fashion9_verify/, and before its 25,200 training images, results/fashion9_verify_readings/; today's `fashion9` on an AMD EPYC Zen 5, results/fashion9_zen5/; the clusterer's CNNs at width 16, the default from 37ddfef until the unchecked
 as-trained criterion brought 32 back, results/cpu9_fast_cluster_width16/ and, on the Zen 4,
 results/cpu9_fast_cluster_width16_zen4/; both CNNs at width 32, results/cpu9_fast_three_rounds_bf16_gemm/; two self-labelling rounds, results/cpu9_fast_two_rounds_bf16_gemm/; three rounds with fp32 GEMMs, results/cpu9_fast_ground4500/: the grounding
 phase on 4,500 boards, SATNet at rank 16; the same at the former rank 32, results/cpu9_fast/; the
@@ -52,9 +52,9 @@ CONFIGURATIONS = {"cpu9_fast_verify_zen4": "rule-free, the default (`cpu9_fast`)
                   "cpu9_rules": "rule-aware (`cpu9_rules`)",
                   "cpu9_paper": "paper's mechanism (`cpu9_paper`)",
                   "cpu9_paper_100": "paper's mechanism, 100 epochs (`cpu9_paper`, `train.epochs: 100`)",
-                  "fashion9_pool": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST), on an Intel Xeon",
-                  "fashion9_verify_readings": "rule-free, clothing, the profile before the pool (`data.train_images: 6300`, `reread.epochs: 40`, `cluster.fit_images: 0`)"}
-SEEDS_ONLY = ("fashion9", "fashion9_verify", "fashion9_zen5", "cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # records with a seeds table in docs/results.md and no column: former defaults, fashion9 before its pool, on the Zen 5
+                  "fashion9_reground": "rule-free, clothing instead of digits (`fashion9`, Fashion-MNIST), on the Zen 4",
+                  "fashion9_pool": "rule-free, clothing, the ground stage's map (`train.reground: false`), on an Intel Xeon"}
+SEEDS_ONLY = ("fashion9", "fashion9_verify", "fashion9_verify_readings", "fashion9_zen5", "cpu9_fast_reader_width16_zen4", "cpu9_fast_cluster_width16", "cpu9_fast_cluster_width16_zen4", "cpu9_fast_three_rounds_bf16_gemm", "cpu9_fast_two_rounds_bf16_gemm", "cpu9_fast_ground4500", "cpu9_fast", "cpu9_fast_rounds2", "cpu9_fast_k16", "cpu9_fast_nets3")  # records with a seeds table in docs/results.md and no column: former defaults, fashion9 before its pool, on the Zen 5
 # row -> (evaluate metric, or a function of the metrics; the paper's figure)
 ROWS = {
     "exact boards, as trained": ("boards", "n/a (the paper counts valid grids: next row)"),
