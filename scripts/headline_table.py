@@ -18,7 +18,7 @@ seeds combined by their standard errors), then the paper's own figures. A config
 shows "not run". The 4x4 table is the 4x4 profile's record, results/4x4/, as `evaluate`
 wrote it. docs/results.md gets each configuration's seeds table (results/<p>/seeds/seeds.md, as
 scripts/ablation_report.py wrote it) between its markers, and so do the records without a
-column (SEEDS_ONLY: `fashion9` before the verify, results/fashion9/, with its verify's first rule, results/fashion9_verify/, and before its 25,200 training images, results/fashion9_verify_readings/; today's `fashion9` on an AMD EPYC Zen 5, results/fashion9_zen5/; the clusterer's CNNs at width 16, the default from 37ddfef until the unchecked
+column (SEEDS_ONLY: `fashion9` before the verify, results/fashion9/, with its verify's first rule, results/fashion9_verify/, and before its 25,200 training images, results/fashion9_verify_readings/; `fashion9` of rule 7 on an AMD EPYC Zen 5, results/fashion9_zen5/; the clusterer's CNNs at width 16, the default from 37ddfef until the unchecked
 as-trained criterion brought 32 back, results/cpu9_fast_cluster_width16/ and, on the Zen 4,
 results/cpu9_fast_cluster_width16_zen4/; both CNNs at width 32, results/cpu9_fast_three_rounds_bf16_gemm/; two self-labelling rounds, results/cpu9_fast_two_rounds_bf16_gemm/; three rounds with fp32 GEMMs, results/cpu9_fast_ground4500/: the grounding
 phase on 4,500 boards, SATNet at rank 16; the same at the former rank 32, results/cpu9_fast/; the
