@@ -1,7 +1,7 @@
 """The as-trained classifier's design ceiling: report only, nothing here decides a setting.
 
     python studies/classifier_ceiling.py --prepared data/prepared --seed 0 --out ceiling.jsonl
-        [--designs default nets=8 width=64 epochs=20 ...]
+        [--designs default n_nets=8 cnn_width=64 cnn_epochs=20 augment.rotation=15 ...]
 
 The model as trained solves a board exactly only if its classifier reads every given right (SATNet
 passes the givens' readings through), so its exact boards are bounded by the share of boards whose
@@ -11,39 +11,32 @@ oracle the method never has, for each design (the clusterer's settings with some
 scores the dev images and the dev boards with every given read right: what the method could reach
 at best if its self-labels were all right, and whether capacity, epochs or augmentation raise that.
 
-A design is `default` or comma-joined `key=value` over the clusterer's section (`cluster.*` of
-params: n_nets, cnn_width, cnn_features, cnn_epochs, cnn_lr, cnn_batch_size) and its augmentation
-(rotation, scale, shift). Reads train_truth.pt and dev_truth.pt; never the test split.
+A design is `default` or comma-joined `KEY=VALUE` under the clusterer's section (`cluster.*` of
+params: n_nets, cnn_width, cnn_features, cnn_epochs, cnn_lr, cnn_batch_size, augment.rotation,
+augment.scale, augment.shift), checked by the params schema as a profile would be. Reads
+train_truth.pt and dev_truth.pt; never the test split.
 """
 import argparse
-import dataclasses
 import json
 import time
 from pathlib import Path
 
 import torch
 
+from common import append_rows, parse_setting
 from satground.boards.data import given_image_indices, load_boards, load_image_labels
-from satground.harness.params import Augment, Cluster
+from satground.harness.io import PipelineError
+from satground.harness.params import overlay, parse_params, schema_defaults
 from satground.readers.digitcnn import deskew, mean_softmax, train_digit_cnns
 
-AUGMENT_KEYS = {f.name for f in dataclasses.fields(Augment)}
 
-
-def design(spec: str) -> Cluster:
-    """'default' or 'key=value,...' -> the clusterer's section with those values."""
-    cfg = Cluster()
-    if spec == "default":
-        return cfg
-    cluster_changes, augment_changes = {}, {}
-    for item in spec.split(","):
-        key, _, value = item.partition("=")
-        into = augment_changes if key in AUGMENT_KEYS else cluster_changes
-        if key not in AUGMENT_KEYS and not hasattr(cfg, key):
-            raise SystemExit(f"--designs: {key!r} is neither a cluster nor an augment key")
-        into[key] = type(getattr(cfg.augment if key in AUGMENT_KEYS else cfg, key))(value)
-    return dataclasses.replace(cfg, augment=dataclasses.replace(cfg.augment, **augment_changes),
-                               **cluster_changes)
+def design(spec: str):
+    """'default' or 'KEY=VALUE,...' -> the default's cluster section with those values, checked."""
+    changes = {} if spec == "default" else parse_setting(spec)
+    try:
+        return parse_params(overlay(schema_defaults(), {"cluster": changes}), f"--designs {spec}").cluster
+    except PipelineError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv=None):
@@ -65,8 +58,8 @@ def main(argv=None):
     position[dev_pool] = torch.arange(len(dev_pool))
     givens = dev.is_input
 
-    for spec in args.designs:
-        cfg = design(spec)
+    designs = [(spec, design(spec)) for spec in args.designs]  # every design checked before the first fit
+    for spec, cfg in designs:
         start = time.perf_counter()
         nets = train_digit_cnns(x, truth, torch.arange(len(x)), train.n_digits,
                                 [args.seed * 1000 + 100 + m for m in range(cfg.n_nets)], cfg.cnn_epochs,
@@ -81,8 +74,7 @@ def main(argv=None):
                "givens_per_dev_board": givens.flatten(1).sum(1).float().mean().item(),
                "seconds": round(time.perf_counter() - start, 1)}
         print(json.dumps(row), flush=True)
-        with open(args.out, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_rows(args.out, [row])
 
 
 if __name__ == "__main__":
